@@ -1,0 +1,48 @@
+//===- CakeAttrs.td - Attributes of the cake dialect -------*- tablegen -*-===//
+// SPDX-License-Identifier: Apache-2.0
+
+#ifndef CAKE_DIALECT_CAKE_IR_CAKEATTRS_TD
+#define CAKE_DIALECT_CAKE_IR_CAKEATTRS_TD
+
+include "cake/Dialect/Cake/IR/CakeDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def Cake_ActivationNone : I32EnumCase<"none", 0>;
+def Cake_ActivationSilu : I32EnumCase<"silu", 1>;
+def Cake_Activation : I32Enum<"Activation",
+    "activation applied to the preactivation",
+    [Cake_ActivationNone, Cake_ActivationSilu]> {
+  let cppNamespace = "::mlir::cake";
+}
+def Cake_ActivationAttr : EnumAttr<Cake_Dialect, Cake_Activation, "activation"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+// The preactivation the SiLU derivative is evaluated at in the backward: the
+// bf16-rounded value the forward's output was computed from, or the exact fp32
+// one. It also fixes the precision of the weight-gradient accumulators.
+def Cake_SiluGradBf16 : I32EnumCase<"bf16", 0>;
+def Cake_SiluGradFp32 : I32EnumCase<"fp32", 1>;
+def Cake_SiluGrad : I32Enum<"SiluGrad",
+    "preactivation policy of the SiLU derivative",
+    [Cake_SiluGradBf16, Cake_SiluGradFp32]> {
+  let cppNamespace = "::mlir::cake";
+}
+def Cake_SiluGradAttr : EnumAttr<Cake_Dialect, Cake_SiluGrad, "silu_grad"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+// How an op-level op is split into per-thread tiles. Without it, the options
+// of cake-tile decide; with it, the op decides for itself (kernels of
+// different routes want different register budgets).
+def Cake_TilingAttr : AttrDef<Cake_Dialect, "Tiling"> {
+  let mnemonic = "tiling";
+  let summary = "tile shape and pipelining depth of one op";
+  let parameters = (ins "int64_t":$tile_tokens, "int64_t":$vector_channels,
+                        "int64_t":$rows_ahead);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+#endif // CAKE_DIALECT_CAKE_IR_CAKEATTRS_TD

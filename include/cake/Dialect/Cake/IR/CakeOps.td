@@ -1,0 +1,196 @@
+//===- CakeOps.td - Operations of the cake dialect ---------*- tablegen -*-===//
+// SPDX-License-Identifier: Apache-2.0
+
+#ifndef CAKE_DIALECT_CAKE_IR_CAKEOPS_TD
+#define CAKE_DIALECT_CAKE_IR_CAKEOPS_TD
+
+include "cake/Dialect/Cake/IR/CakeAttrs.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Cake_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Cake_Dialect, mnemonic, traits>;
+
+//===----------------------------------------------------------------------===//
+// Operand and attribute kinds shared by the ops
+//===----------------------------------------------------------------------===//
+
+def Cake_Tokens : MemRefRankOf<[BF16], [2]>;              // [S, C]
+def Cake_Weight : MemRefRankOf<[F32, BF16], [2]>;         // [C, width]
+def Cake_Bias : MemRefRankOf<[F32, BF16], [1]>;           // [C]
+def Cake_CuSeqlens : MemRefRankOf<[I32], [1]>;            // [docs + 1]
+def Cake_Partials : MemRefRankOf<[F32, F64], [2]>;        // [R, (width+1) * C]
+
+def Cake_Width : ConfinedAttr<I64Attr, [IntMinValue<2>, IntMaxValue<8>]>;
+def Cake_TileTokens : ConfinedAttr<I64Attr, [IntPositive]>;
+def Cake_VectorChannels : ConfinedAttr<I64Attr, [IntPositive, IntPowerOf2]>;
+def Cake_RowsAhead : ConfinedAttr<I64Attr, [IntPositive]>;
+
+//===----------------------------------------------------------------------===//
+// Op level
+//===----------------------------------------------------------------------===//
+
+def Cake_Conv1dFwdOp : Cake_Op<"conv1d_fwd"> {
+  let summary = "packed varlen causal depthwise conv1d forward";
+  let description = [{
+    For the document `[s, e)` of token `t` (from `cu_seqlens`) and channel `c`:
+
+        pre[t, c] = sum_k weight[c, k] * xz[t - width + 1 + k, c]  (+ bias[c])
+        xz[u, c]  = x[u, c] if u >= s else 0
+        y[t, c]   = bf16(act(pre))
+
+    in fp32. `weight[c, width - 1]` multiplies the current token. Tokens never
+    read across a document start.
+
+    ```mlir
+    cake.conv1d_fwd %x, %w, %cu bias %b : memref<?xf32> into %y
+        {activation = #cake.activation<silu>, width = 4 : i64}
+        : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
+    ```
+  }];
+  let arguments = (ins
+    Arg<Cake_Tokens, "", [MemRead]>:$x,
+    Arg<Cake_Weight, "", [MemRead]>:$weight,
+    Arg<Cake_CuSeqlens, "", [MemRead]>:$cu_seqlens,
+    Arg<Optional<Cake_Bias>, "", [MemRead]>:$bias,
+    Arg<Cake_Tokens, "", [MemWrite]>:$y,
+    Cake_Width:$width,
+    Cake_ActivationAttr:$activation,
+    OptionalAttr<Cake_TilingAttr>:$tiling);
+  let assemblyFormat = [{
+    $x `,` $weight `,` $cu_seqlens (`bias` $bias^ `:` type($bias))? `into` $y
+    attr-dict `:` type($x) `,` type($weight) `,` type($cu_seqlens) `->` type($y)
+  }];
+  let hasVerifier = 1;
+}
+
+def Cake_Conv1dBwdOp : Cake_Op<"conv1d_bwd", [AttrSizedOperandSegments]> {
+  let summary = "packed varlen causal depthwise conv1d backward";
+  let description = [{
+    Recomputes the preactivation of `cake.conv1d_fwd` and, given `dy`, computes
+
+        z  = f32(bf16(pre)) under silu_grad bf16, pre under fp32
+        g  = dy * act'(z)
+        dx[u, c]      = bf16(sum_k weight[c, k] * g[u + width - 1 - k, c])
+        dweight[c, k] = sum_t g[t, c] * xz[t - width + 1 + k, c]
+        dbias[c]      = sum_t g[t, c]
+
+    where `dx` sums only over tokens of `u`'s document. The weight and bias
+    gradients are summed through `partials` ([R, (width + 1) * C], f32 under
+    silu_grad bf16 and f64 under fp32): R partial rows, then a sum of the rows in
+    a fixed order, so the result does not depend on scheduling. `dweight` and
+    `dbias` take the element types the caller wants (the parameters' own).
+  }];
+  let arguments = (ins
+    Arg<Cake_Tokens, "", [MemRead]>:$x,
+    Arg<Cake_Weight, "", [MemRead]>:$weight,
+    Arg<Cake_CuSeqlens, "", [MemRead]>:$cu_seqlens,
+    Arg<Cake_Tokens, "", [MemRead]>:$dy,
+    Arg<Optional<Cake_Bias>, "", [MemRead]>:$bias,
+    Arg<Cake_Tokens, "", [MemWrite]>:$dx,
+    Arg<Cake_Weight, "", [MemWrite]>:$dweight,
+    Arg<Optional<Cake_Bias>, "", [MemWrite]>:$dbias,
+    Arg<Cake_Partials, "", [MemRead, MemWrite]>:$partials,
+    Cake_Width:$width,
+    Cake_ActivationAttr:$activation,
+    Cake_SiluGradAttr:$silu_grad,
+    OptionalAttr<Cake_TilingAttr>:$tiling);
+  let assemblyFormat = [{
+    $x `,` $weight `,` $cu_seqlens `,` $dy (`bias` $bias^ `:` type($bias))?
+    `into` $dx `,` $dweight (`,` $dbias^ `:` type($dbias))?
+    `partials` $partials attr-dict `:` type($x) `,` type($weight) `,`
+    type($cu_seqlens) `,` type($dy) `->` type($dx) `,` type($dweight) `,`
+    type($partials)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Tile level
+//===----------------------------------------------------------------------===//
+
+def Cake_FwdTileOp : Cake_Op<"fwd_tile"> {
+  let summary = "one thread's tile of the forward: taps, bias and activation";
+  let description = [{
+    Computes `y` of `cake.conv1d_fwd` for the tokens
+    `[row, min(row + tile_tokens, S))` and the channels
+    `[col, col + vector_channels)`. Taps, bias and activation are fused: `x` is
+    read once and `pre` never leaves registers. The loads of the next
+    `rows_ahead` tokens are in flight while a token is computed.
+  }];
+  let arguments = (ins
+    Arg<Cake_Tokens, "", [MemRead]>:$x,
+    Arg<Cake_Weight, "", [MemRead]>:$weight,
+    Arg<Cake_CuSeqlens, "", [MemRead]>:$cu_seqlens,
+    Arg<Optional<Cake_Bias>, "", [MemRead]>:$bias,
+    Arg<Cake_Tokens, "", [MemWrite]>:$y,
+    Index:$row,
+    Index:$col,
+    Cake_Width:$width,
+    Cake_ActivationAttr:$activation,
+    Cake_TileTokens:$tile_tokens,
+    Cake_VectorChannels:$vector_channels,
+    Cake_RowsAhead:$rows_ahead);
+  let assemblyFormat = [{
+    $x `,` $weight `,` $cu_seqlens (`bias` $bias^ `:` type($bias))? `into` $y
+    `at` `[` $row `,` $col `]` attr-dict `:` type($x) `,` type($weight) `,`
+    type($cu_seqlens) `->` type($y)
+  }];
+  let hasVerifier = 1;
+}
+
+def Cake_BwdTileOp : Cake_Op<"bwd_tile"> {
+  let summary = "one thread's share of the backward: recompute, SiLU', dx, partials";
+  let description = [{
+    With R the number of rows of `partials`, computes `dx` of `cake.conv1d_bwd`
+    for the token chunks `part, part + R, part + 2R, ...` (chunks of
+    `tile_tokens` tokens) and the channels `[col, col + vector_channels)`, and
+    writes those chunks' contribution to the weight (and bias) gradient of
+    these channels into row `part` of `partials`. Fused: the preactivation is
+    recomputed in registers, `x` and `dy` are read once per chunk, and the
+    partial sums stay in registers until the last chunk.
+  }];
+  let arguments = (ins
+    Arg<Cake_Tokens, "", [MemRead]>:$x,
+    Arg<Cake_Weight, "", [MemRead]>:$weight,
+    Arg<Cake_CuSeqlens, "", [MemRead]>:$cu_seqlens,
+    Arg<Cake_Tokens, "", [MemRead]>:$dy,
+    Arg<Optional<Cake_Bias>, "", [MemRead]>:$bias,
+    Arg<Cake_Tokens, "", [MemWrite]>:$dx,
+    Arg<Cake_Partials, "", [MemWrite]>:$partials,
+    Index:$part,
+    Index:$col,
+    Cake_Width:$width,
+    Cake_ActivationAttr:$activation,
+    Cake_SiluGradAttr:$silu_grad,
+    Cake_TileTokens:$tile_tokens,
+    Cake_VectorChannels:$vector_channels,
+    Cake_RowsAhead:$rows_ahead);
+  let assemblyFormat = [{
+    $x `,` $weight `,` $cu_seqlens `,` $dy (`bias` $bias^ `:` type($bias))?
+    `into` $dx `,` $partials `at` `[` $part `,` $col `]` attr-dict `:`
+    type($x) `,` type($weight) `,` type($cu_seqlens) `,` type($dy) `->`
+    type($dx) `,` type($partials)
+  }];
+  let hasVerifier = 1;
+}
+
+def Cake_PartialsReduceOp : Cake_Op<"partials_reduce"> {
+  let summary = "sum the partial rows of the weight gradient in a fixed order";
+  let description = [{
+    `dweight[c, k] = sum_r partials[r, c * width + k]` and
+    `dbias[c] = sum_r partials[r, width * C + c]`, summed over `r = 0, 1, ...`
+    in that order in the element type of `partials`, then rounded to the
+    gradients' element types. With no rows, the gradients are zero.
+  }];
+  let arguments = (ins
+    Arg<Cake_Partials, "", [MemRead]>:$partials,
+    Arg<Cake_Weight, "", [MemWrite]>:$dweight,
+    Arg<Optional<Cake_Bias>, "", [MemWrite]>:$dbias);
+  let assemblyFormat = [{
+    $partials `into` $dweight (`,` $dbias^ `:` type($dbias))? attr-dict `:`
+    type($partials) `->` type($dweight)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // CAKE_DIALECT_CAKE_IR_CAKEOPS_TD

@@ -1,0 +1,192 @@
+//===- CakeOps.cpp - Operations of the cake dialect -----------------------===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// This file implements the verifiers of the cake ops. Element types and ranks
+// are checked by the ODS constraints; what is checked here ties the operands
+// to each other: channels, width, the bias and the partial rows.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cake/Dialect/Cake/IR/CakeOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+
+using namespace mlir;
+using namespace mlir::cake;
+
+namespace {
+/// Two extents disagree only when both are known.
+bool extentsConflict(int64_t a, int64_t b) {
+  return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
+}
+
+std::string shapeString(MemRefType type) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  llvm::interleave(
+      type.getShape(), os,
+      [&](int64_t extent) {
+        if (ShapedType::isDynamic(extent))
+          os << "?";
+        else
+          os << extent;
+      },
+      "x");
+  return text;
+}
+
+/// The operands every conv1d op has: the tokens, the weight and the bias, and
+/// the token-shaped buffers (y, dy, dx) that must match the tokens.
+struct ConvOperands {
+  MemRefType x;
+  MemRefType weight;
+  MemRefType bias; // null without bias
+  SmallVector<std::pair<StringRef, MemRefType>> likeX;
+  int64_t width;
+};
+
+LogicalResult verifyConvOperands(Operation *op, const ConvOperands &ops) {
+  int64_t channels = ops.x.getDimSize(1);
+  if (extentsConflict(ops.weight.getDimSize(0), channels))
+    return op->emitOpError("'weight' has ")
+           << ops.weight.getDimSize(0) << " rows but 'x' has " << channels
+           << " channels";
+  if (extentsConflict(ops.weight.getDimSize(1), ops.width))
+    return op->emitOpError("'weight' has ")
+           << ops.weight.getDimSize(1) << " columns but the width is "
+           << ops.width;
+  if (ops.bias && extentsConflict(ops.bias.getDimSize(0), channels))
+    return op->emitOpError("'bias' has ")
+           << ops.bias.getDimSize(0) << " elements but 'x' has " << channels
+           << " channels";
+  for (auto [name, type] : ops.likeX) {
+    if (failed(verifyCompatibleShape(type.getShape(), ops.x.getShape())))
+      return op->emitOpError("'")
+             << name << "' has shape " << shapeString(type)
+             << " but 'x' has shape " << shapeString(ops.x);
+  }
+  return success();
+}
+
+/// The partial rows hold `width` weight-gradient columns and one bias-gradient
+/// column per channel, in the accumulator precision of the SiLU' policy.
+LogicalResult verifyPartials(Operation *op, MemRefType partials,
+                             int64_t channels, int64_t width,
+                             std::optional<SiluGrad> siluGrad) {
+  if (siluGrad) {
+    Type expected = *siluGrad == SiluGrad::bf16
+                        ? Type(Float32Type::get(op->getContext()))
+                        : Type(Float64Type::get(op->getContext()));
+    if (partials.getElementType() != expected)
+      return op->emitOpError("'partials' must hold ")
+             << expected << " under silu_grad " << stringifySiluGrad(*siluGrad)
+             << ", got " << partials.getElementType();
+  }
+  if (!ShapedType::isDynamic(channels) &&
+      extentsConflict(partials.getDimSize(1), (width + 1) * channels))
+    return op->emitOpError("'partials' has ")
+           << partials.getDimSize(1) << " columns but (width + 1) * C = "
+           << (width + 1) * channels;
+  return success();
+}
+
+LogicalResult verifyTile(Operation *op, MemRefType x, int64_t tileTokens,
+                         int64_t vectorChannels, int64_t rowsAhead) {
+  if (tileTokens % rowsAhead != 0)
+    return op->emitOpError("tile_tokens (")
+           << tileTokens << ") must be a multiple of rows_ahead (" << rowsAhead
+           << ")";
+  int64_t channels = x.getDimSize(1);
+  if (!ShapedType::isDynamic(channels) && channels % vectorChannels != 0)
+    return op->emitOpError("'x' has ")
+           << channels << " channels, not a multiple of vector_channels = "
+           << vectorChannels;
+  return success();
+}
+
+MemRefType typeOrNull(Value value) {
+  return value ? cast<MemRefType>(value.getType()) : MemRefType();
+}
+} // namespace
+
+#define GET_OP_CLASSES
+#include "cake/Dialect/Cake/IR/CakeOps.cpp.inc"
+
+LogicalResult Conv1dFwdOp::verify() {
+  return verifyConvOperands(*this, {getX().getType(),
+                                    getWeight().getType(),
+                                    typeOrNull(getBias()),
+                                    {{"y", getY().getType()}},
+                                    static_cast<int64_t>(getWidth())});
+}
+
+LogicalResult Conv1dBwdOp::verify() {
+  if (failed(verifyConvOperands(
+          *this, {getX().getType(),
+                  getWeight().getType(),
+                  typeOrNull(getBias()),
+                  {{"dy", getDy().getType()}, {"dx", getDx().getType()}},
+                  static_cast<int64_t>(getWidth())})))
+    return failure();
+  if (failed(verifyCompatibleShape(getDweight().getType().getShape(),
+                                   getWeight().getType().getShape())))
+    return emitOpError("'dweight' has shape ")
+           << shapeString(getDweight().getType()) << " but 'weight' has shape "
+           << shapeString(getWeight().getType());
+  if (!getBias() != !getDbias())
+    return emitOpError("'dbias' must be given exactly when 'bias' is");
+  if (getDbias() && failed(verifyCompatibleShape(
+                        getDbias().getType().getShape(),
+                        getBias().getType().getShape())))
+    return emitOpError("'dbias' has shape ")
+           << shapeString(getDbias().getType()) << " but 'bias' has shape "
+           << shapeString(getBias().getType());
+  return verifyPartials(*this, getPartials().getType(),
+                        getX().getType().getDimSize(1), getWidth(),
+                        getSiluGrad());
+}
+
+LogicalResult FwdTileOp::verify() {
+  if (failed(verifyConvOperands(*this, {getX().getType(),
+                                        getWeight().getType(),
+                                        typeOrNull(getBias()),
+                                        {{"y", getY().getType()}},
+                                        static_cast<int64_t>(getWidth())})))
+    return failure();
+  return verifyTile(*this, getX().getType(), getTileTokens(),
+                    getVectorChannels(), getRowsAhead());
+}
+
+LogicalResult BwdTileOp::verify() {
+  if (failed(verifyConvOperands(
+          *this, {getX().getType(),
+                  getWeight().getType(),
+                  typeOrNull(getBias()),
+                  {{"dy", getDy().getType()}, {"dx", getDx().getType()}},
+                  static_cast<int64_t>(getWidth())})))
+    return failure();
+  if (failed(verifyPartials(*this, getPartials().getType(),
+                            getX().getType().getDimSize(1), getWidth(),
+                            getSiluGrad())))
+    return failure();
+  return verifyTile(*this, getX().getType(), getTileTokens(),
+                    getVectorChannels(), getRowsAhead());
+}
+
+LogicalResult PartialsReduceOp::verify() {
+  MemRefType dweight = getDweight().getType();
+  int64_t channels = dweight.getDimSize(0);
+  int64_t width = dweight.getDimSize(1);
+  if (getDbias() &&
+      extentsConflict(getDbias().getType().getDimSize(0), channels))
+    return emitOpError("'dbias' has ")
+           << getDbias().getType().getDimSize(0) << " elements but 'dweight' has "
+           << channels << " rows";
+  if (ShapedType::isDynamic(width))
+    return emitOpError("'dweight' must have a static number of columns (the "
+                       "width)");
+  return verifyPartials(*this, getPartials().getType(), channels, width,
+                        std::nullopt);
+}

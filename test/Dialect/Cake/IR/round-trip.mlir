@@ -1,0 +1,81 @@
+// RUN: cake-opt %s --split-input-file | cake-opt --split-input-file | FileCheck %s
+// RUN: cake-opt %s --split-input-file --mlir-print-op-generic | cake-opt --split-input-file | FileCheck %s
+
+// The forward with bias, at the op level.
+// CHECK-LABEL: func.func @fwd_bias
+// CHECK: cake.conv1d_fwd %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} : memref<?xf32> into %{{.*}} {activation = #cake.activation<silu>, width = 4 : i64}
+func.func @fwd_bias(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>,
+                    %b: memref<?xf32>, %y: memref<?x?xbf16>) {
+  cake.conv1d_fwd %x, %w, %cu bias %b : memref<?xf32> into %y
+      {activation = #cake.activation<silu>, width = 4 : i64}
+      : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
+  return
+}
+
+// -----
+
+// Without bias, no activation, another width, static shapes, its own tiling.
+// CHECK-LABEL: func.func @fwd_plain
+// CHECK: cake.conv1d_fwd %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}} {activation = #cake.activation<none>, tiling = #cake.tiling<tile_tokens = 32, vector_channels = 4, rows_ahead = 8>, width = 2 : i64}
+func.func @fwd_plain(%x: memref<16x8xbf16>, %w: memref<8x2xbf16>, %cu: memref<3xi32>,
+                     %y: memref<16x8xbf16>) {
+  cake.conv1d_fwd %x, %w, %cu into %y
+      {activation = #cake.activation<none>, width = 2 : i64,
+       tiling = #cake.tiling<tile_tokens = 32, vector_channels = 4, rows_ahead = 8>}
+      : memref<16x8xbf16>, memref<8x2xbf16>, memref<3xi32> -> memref<16x8xbf16>
+  return
+}
+
+// -----
+
+// The backward with bias: both gradients, f32 partial rows under bf16.
+// CHECK-LABEL: func.func @bwd_bias
+// CHECK: cake.conv1d_bwd %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} : memref<?xbf16> into %{{.*}}, %{{.*}}, %{{.*}} : memref<?xbf16> partials %{{.*}} {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<bf16>, width = 4 : i64}
+func.func @bwd_bias(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>,
+                    %dy: memref<?x?xbf16>, %b: memref<?xbf16>, %dx: memref<?x?xbf16>,
+                    %dw: memref<?x4xf32>, %db: memref<?xbf16>, %p: memref<?x?xf32>) {
+  cake.conv1d_bwd %x, %w, %cu, %dy bias %b : memref<?xbf16>
+      into %dx, %dw, %db : memref<?xbf16> partials %p
+      {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<bf16>, width = 4 : i64}
+      : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32>, memref<?x?xbf16>
+        -> memref<?x?xbf16>, memref<?x4xf32>, memref<?x?xf32>
+  return
+}
+
+// -----
+
+// The backward without bias: f64 partial rows under fp32.
+// CHECK-LABEL: func.func @bwd_fp32
+// CHECK: cake.conv1d_bwd {{.*}} into %{{.*}}, %{{.*}} partials %{{.*}} {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<fp32>, width = 4 : i64}
+func.func @bwd_fp32(%x: memref<?x?xbf16>, %w: memref<?x4xbf16>, %cu: memref<?xi32>,
+                    %dy: memref<?x?xbf16>, %dx: memref<?x?xbf16>,
+                    %dw: memref<?x4xbf16>, %p: memref<?x?xf64>) {
+  cake.conv1d_bwd %x, %w, %cu, %dy into %dx, %dw partials %p
+      {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<fp32>, width = 4 : i64}
+      : memref<?x?xbf16>, memref<?x4xbf16>, memref<?xi32>, memref<?x?xbf16>
+        -> memref<?x?xbf16>, memref<?x4xbf16>, memref<?x?xf64>
+  return
+}
+
+// -----
+
+// The tile-level ops.
+// CHECK-LABEL: func.func @tiles
+// CHECK: cake.fwd_tile %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} : memref<?xf32> into %{{.*}} at[%[[ROW:.*]], %[[COL:.*]]] {activation = #cake.activation<silu>, rows_ahead = 4 : i64, tile_tokens = 64 : i64, vector_channels = 8 : i64, width = 4 : i64}
+// CHECK: cake.bwd_tile %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}}, %{{.*}} at[%[[ROW]], %[[COL]]] {activation = #cake.activation<silu>, rows_ahead = 2 : i64, silu_grad = #cake.silu_grad<bf16>, tile_tokens = 64 : i64, vector_channels = 8 : i64, width = 4 : i64}
+// CHECK: cake.partials_reduce %{{.*}} into %{{.*}}, %{{.*}} : memref<?xf32> : memref<?x?xf32> -> memref<?x4xf32>
+func.func @tiles(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>,
+                 %b: memref<?xf32>, %y: memref<?x?xbf16>, %p: memref<?x?xf32>,
+                 %dw: memref<?x4xf32>, %db: memref<?xf32>, %row: index, %col: index) {
+  cake.fwd_tile %x, %w, %cu bias %b : memref<?xf32> into %y at [%row, %col]
+      {activation = #cake.activation<silu>, width = 4 : i64, tile_tokens = 64 : i64,
+       vector_channels = 8 : i64, rows_ahead = 4 : i64}
+      : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
+  cake.bwd_tile %x, %w, %cu, %x into %y, %p at [%row, %col]
+      {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<bf16>, width = 4 : i64,
+       tile_tokens = 64 : i64, vector_channels = 8 : i64, rows_ahead = 2 : i64}
+      : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32>, memref<?x?xbf16>
+        -> memref<?x?xbf16>, memref<?x?xf32>
+  cake.partials_reduce %p into %dw, %db : memref<?xf32> : memref<?x?xf32> -> memref<?x4xf32>
+  return
+}
