@@ -1,0 +1,72 @@
+//===- Pipelines.h - From the cake dialect to PTX ---------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+
+#ifndef CAKE_DIALECT_CAKE_PIPELINES_PIPELINES_H
+#define CAKE_DIALECT_CAKE_PIPELINES_PIPELINES_H
+
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir {
+class OpPassManager;
+
+namespace cake {
+
+/// Everything that shapes the generated kernels. One struct serves cake-opt,
+/// the kernel library build and the tests.
+struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
+  PassOptions::Option<std::string> chip{*this, "chip",
+                                        llvm::cl::desc("GPU to compile for"),
+                                        llvm::cl::init("sm_90")};
+  PassOptions::Option<std::string> features{
+      *this, "features", llvm::cl::desc("PTX version, as an LLVM feature"),
+      llvm::cl::init("+ptx80")};
+  PassOptions::Option<unsigned> optLevel{
+      *this, "opt-level", llvm::cl::desc("LLVM optimization level"),
+      llvm::cl::init(3)};
+  PassOptions::Option<int64_t> tileTokens{
+      *this, "tile-tokens", llvm::cl::desc("Tokens one thread walks per tile"),
+      llvm::cl::init(64)};
+  PassOptions::Option<int64_t> vectorChannels{
+      *this, "vector-channels", llvm::cl::desc("Channels one thread owns"),
+      llvm::cl::init(8)};
+  PassOptions::Option<int64_t> blockThreads{
+      *this, "block-threads", llvm::cl::desc("Threads per block"),
+      llvm::cl::init(128)};
+  PassOptions::Option<int64_t> rowsAhead{
+      *this, "rows-ahead",
+      llvm::cl::desc("Rows whose loads are in flight during compute"),
+      llvm::cl::init(4)};
+  PassOptions::Option<bool> fastMath{
+      *this, "fast-math",
+      llvm::cl::desc("Approximate exp2 and reciprocal in the sigmoid"),
+      llvm::cl::init(true)};
+};
+
+/// Cake ops to `gpu.func` kernels in `gpu.module @cake_kernels`, expanded to
+/// loops over registers (arith, math, memref, scf, vector, nvvm).
+void buildCakeToKernelsPipeline(OpPassManager &pm,
+                                const CakeToPTXOptions &options);
+
+/// Those kernels to the NVVM dialect, with the NVVM target attached.
+void buildKernelsToNVVMPipeline(OpPassManager &pm,
+                                const CakeToPTXOptions &options);
+
+/// buildCakeToKernelsPipeline, then buildKernelsToNVVMPipeline: what
+/// serialization to PTX starts from.
+void buildCakeToNVVMPipeline(OpPassManager &pm,
+                             const CakeToPTXOptions &options);
+
+/// buildKernelsToNVVMPipeline, then PTX in a `gpu.binary` (format isa).
+void buildKernelsToPTXPipeline(OpPassManager &pm,
+                               const CakeToPTXOptions &options);
+
+/// buildCakeToKernelsPipeline, then buildKernelsToPTXPipeline.
+void buildCakeToPTXPipeline(OpPassManager &pm, const CakeToPTXOptions &options);
+
+/// Registers `cake-to-kernels`, `cake-to-nvvm` and `cake-to-ptx`.
+void registerCakePipelines();
+
+} // namespace cake
+} // namespace mlir
+
+#endif // CAKE_DIALECT_CAKE_PIPELINES_PIPELINES_H

@@ -1,0 +1,40 @@
+//===- Passes.h - Passes of the cake dialect --------------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+
+#ifndef CAKE_DIALECT_CAKE_TRANSFORMS_PASSES_H
+#define CAKE_DIALECT_CAKE_TRANSFORMS_PASSES_H
+
+#include "cake/Dialect/Cake/IR/CakeOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir {
+class RewritePatternSet;
+
+namespace cake {
+
+#define GEN_PASS_DECL
+#include "cake/Dialect/Cake/Transforms/Passes.h.inc"
+
+/// Patterns that rewrite the op-level cake ops into foralls of tiles, with
+/// `defaultTiling` for ops without a `#cake.tiling`.
+void populateCakeTilePatterns(RewritePatternSet &patterns,
+                              TilingAttr defaultTiling);
+
+/// Patterns that expand the tile-level cake ops into loops over registers.
+void populateCakeLowerTilesPatterns(RewritePatternSet &patterns,
+                                    bool fastMath);
+
+#define GEN_PASS_REGISTRATION
+#include "cake/Dialect/Cake/Transforms/Passes.h.inc"
+
+} // namespace cake
+} // namespace mlir
+
+#endif // CAKE_DIALECT_CAKE_TRANSFORMS_PASSES_H

@@ -1,0 +1,87 @@
+//===- Pipelines.cpp - From the cake dialect to PTX -----------------------===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// This file implements the pass pipelines that take the cake dialect to PTX.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cake/Dialect/Cake/Pipelines/Pipelines.h"
+#include "cake/Dialect/Cake/Transforms/Passes.h"
+
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::cake;
+
+void mlir::cake::buildCakeToKernelsPipeline(OpPassManager &pm,
+                                            const CakeToPTXOptions &options) {
+  pm.addPass(createCakeTilePass(CakeTilePassOptions{
+      options.tileTokens, options.vectorChannels, options.rowsAhead}));
+  pm.addPass(createCakeMapToGPUPass(
+      CakeMapToGPUPassOptions{options.blockThreads}));
+  pm.addPass(
+      createCakeLowerTilesPass(CakeLowerTilesPassOptions{options.fastMath}));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void mlir::cake::buildKernelsToNVVMPipeline(OpPassManager &pm,
+                                            const CakeToPTXOptions &options) {
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.chip;
+  target.features = options.features;
+  target.optLevel = options.optLevel;
+  // No module-wide fast or ftz flags: the tile lowering writes each
+  // approximation it wants as an op, and everything else stays IEEE.
+  pm.addPass(createGpuNVVMAttachTarget(target));
+
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createSCFToControlFlowPass());
+  ConvertGpuOpsToNVVMOpsOptions toNVVM;
+  toNVVM.indexBitwidth = 64; // S * C may pass 2^31
+  kernels.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void mlir::cake::buildCakeToNVVMPipeline(OpPassManager &pm,
+                                         const CakeToPTXOptions &options) {
+  buildCakeToKernelsPipeline(pm, options);
+  buildKernelsToNVVMPipeline(pm, options);
+}
+
+void mlir::cake::buildKernelsToPTXPipeline(OpPassManager &pm,
+                                           const CakeToPTXOptions &options) {
+  buildKernelsToNVVMPipeline(pm, options);
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = "isa";
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
+
+void mlir::cake::buildCakeToPTXPipeline(OpPassManager &pm,
+                                        const CakeToPTXOptions &options) {
+  buildCakeToKernelsPipeline(pm, options);
+  buildKernelsToPTXPipeline(pm, options);
+}
+
+void mlir::cake::registerCakePipelines() {
+  PassPipelineRegistration<CakeToPTXOptions>(
+      "cake-to-kernels",
+      "Tile, fuse and map the cake ops to GPU kernels, expanded to loops",
+      buildCakeToKernelsPipeline);
+  PassPipelineRegistration<CakeToPTXOptions>(
+      "cake-to-nvvm",
+      "Tile, fuse and map the cake ops to GPU kernels in the NVVM dialect",
+      buildCakeToNVVMPipeline);
+  PassPipelineRegistration<CakeToPTXOptions>(
+      "cake-to-ptx", "Compile the cake ops to PTX kernels in a gpu.binary",
+      buildCakeToPTXPipeline);
+}

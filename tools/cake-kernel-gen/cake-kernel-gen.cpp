@@ -1,0 +1,284 @@
+//===- cake-kernel-gen.cpp - Build the kernel library ---------------------===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// This file implements cake-kernel-gen, which compiles every kernel variant the
+// runtime launches (one per route: weight dtype, bias dtype or none, SiLU'
+// policy) into one PTX module, and writes the manifest the runtime selects
+// and launches them by (docs/kernel-abi.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "cake/Dialect/Cake/IR/CakeOps.h"
+#include "cake/Dialect/Cake/Pipelines/Pipelines.h"
+#include "cake/InitAll.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace mlir::cake;
+
+static llvm::cl::opt<std::string>
+    outputDir("o", llvm::cl::desc("Folder to write the kernels into"),
+              llvm::cl::value_desc("dir"), llvm::cl::Required);
+static llvm::cl::opt<std::string> pipelineOptions(
+    "pipeline", llvm::cl::desc("Options of the cake-to-ptx pipeline, e.g. "
+                               "'tile-tokens=64 rows-ahead=4'"),
+    llvm::cl::init(""));
+static llvm::cl::opt<int64_t> blocksPerSM(
+    "bwd-blocks-per-sm",
+    llvm::cl::desc("Backward blocks per multiprocessor the runtime sizes the "
+                   "partial rows for"),
+    llvm::cl::init(2));
+static llvm::cl::opt<std::string> backwardTiling(
+    "bwd-tiling",
+    llvm::cl::desc("#cake.tiling of the backward under silu_grad bf16 (f32 "
+                   "partial sums)"),
+    llvm::cl::init("#cake.tiling<tile_tokens = 64, vector_channels = 8, "
+                   "rows_ahead = 2>"));
+static llvm::cl::opt<std::string> backwardFp64Tiling(
+    "bwd-fp64-tiling",
+    llvm::cl::desc("#cake.tiling of the backward under silu_grad fp32, whose "
+                   "f64 partial sums take twice the registers"),
+    llvm::cl::init("#cake.tiling<tile_tokens = 64, vector_channels = 4, "
+                   "rows_ahead = 4>"));
+static llvm::cl::opt<bool>
+    dumpKernels("dump-kernels",
+                llvm::cl::desc("Print the kernels before NVVM lowering"),
+                llvm::cl::init(false));
+
+namespace {
+constexpr int64_t kWidth = 4; // the width the PyTorch API serves
+constexpr StringLiteral kParamAttr = "cake.param";
+
+/// What a kernel computes, as the runtime selects it, and how it is tiled
+/// (null: the pipeline's options).
+struct Route {
+  std::string op; // fwd, bwd or reduce
+  std::string weight, bias, policy, acc;
+  TilingAttr tiling;
+};
+
+class KernelLibrary {
+public:
+  explicit KernelLibrary(MLIRContext &context)
+      : context(context), b(&context),
+        module(ModuleOp::create(UnknownLoc::get(&context))) {}
+
+  void addForward(StringRef weight, StringRef bias) {
+    std::string name = ("cake_fwd_w" + weight + "_b" + bias).str();
+    SmallVector<std::pair<StringRef, Type>> params = {
+        {"x", tokens()}, {"weight", weightType(weight)}, {"cu_seqlens", cu()}};
+    if (bias != "none")
+      params.push_back({"bias", vectorType(bias)});
+    params.push_back({"y", tokens()});
+    Block *body = addFunction(name, params);
+    Value noBias;
+    BlockArgument y = body->getArguments().back();
+    Conv1dFwdOp::create(b, b.getUnknownLoc(), body->getArgument(0),
+                        body->getArgument(1), body->getArgument(2),
+                        bias != "none" ? body->getArgument(3) : noBias, y,
+                        kWidth, Activation::silu, /*tiling=*/nullptr);
+    func::ReturnOp::create(b, b.getUnknownLoc());
+    routes[name] = {"fwd", weight.str(), bias.str(), "none", "none", {}};
+  }
+
+  void addBackward(StringRef weight, StringRef bias, StringRef policy,
+                   TilingAttr tiling) {
+    std::string name =
+        ("cake_bwd_w" + weight + "_b" + bias + "_p" + policy).str();
+    bool hasBias = bias != "none";
+    StringRef acc = policy == "bf16" ? "f32" : "f64";
+    // Parameter order: the backward kernel's, then what only the reduction
+    // writes (docs/kernel-abi.md).
+    SmallVector<std::pair<StringRef, Type>> params = {
+        {"x", tokens()}, {"weight", weightType(weight)}, {"cu_seqlens", cu()}};
+    if (hasBias)
+      params.push_back({"bias", vectorType(bias)});
+    params.append({{"dy", tokens()},
+                   {"dx", tokens()},
+                   {"partials",
+                    MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                                    elementType(acc))},
+                   {"dweight", weightType(weight)}});
+    if (hasBias)
+      params.push_back({"dbias", vectorType(bias)});
+    Block *body = addFunction(name, params);
+    auto arg = [&](StringRef param) -> Value {
+      for (auto [i, p] : llvm::enumerate(params))
+        if (p.first == param)
+          return body->getArgument(i);
+      return Value();
+    };
+    Conv1dBwdOp::create(
+        b, b.getUnknownLoc(), arg("x"), arg("weight"), arg("cu_seqlens"),
+        arg("dy"), arg("bias"), arg("dx"), arg("dweight"), arg("dbias"),
+        arg("partials"), kWidth, Activation::silu,
+        policy == "bf16" ? SiluGrad::bf16 : SiluGrad::fp32, tiling);
+    func::ReturnOp::create(b, b.getUnknownLoc());
+    routes[name] = {"bwd", weight.str(), bias.str(), policy.str(), acc.str(),
+                    tiling};
+    // cake-map-to-gpu names the second kernel of a function <name>_1.
+    routes[name + "_1"] = {"reduce", weight.str(), bias.str(), "none",
+                           acc.str(), tiling};
+  }
+
+  LogicalResult build(const CakeToPTXOptions &options) {
+    PassManager toKernels(&context);
+    buildCakeToKernelsPipeline(toKernels, options);
+    if (failed(toKernels.run(*module)))
+      return failure();
+    if (dumpKernels)
+      module->print(llvm::outs());
+    recordSignatures();
+
+    PassManager toPTX(&context);
+    buildKernelsToPTXPipeline(toPTX, options);
+    if (failed(toPTX.run(*module)))
+      return failure();
+    auto binary = module->lookupSymbol<gpu::BinaryOp>("cake_kernels");
+    if (!binary || binary.getObjects().size() != 1)
+      return module->emitError("expected one gpu.binary @cake_kernels");
+    ptx = cast<gpu::ObjectAttr>(binary.getObjects()[0]).getObject().str();
+    return success();
+  }
+
+  LogicalResult write(const CakeToPTXOptions &options) {
+    if (std::error_code error = llvm::sys::fs::create_directories(outputDir))
+      return emitError(UnknownLoc::get(&context))
+             << "cannot create " << outputDir << ": " << error.message();
+    std::error_code error;
+    llvm::raw_fd_ostream ptxFile(outputDir + "/cake_kernels.ptx", error);
+    if (error)
+      return emitError(UnknownLoc::get(&context)) << error.message();
+    ptxFile << ptx;
+
+    llvm::raw_fd_ostream manifest(outputDir + "/cake_kernels.manifest", error);
+    if (error)
+      return emitError(UnknownLoc::get(&context)) << error.message();
+    manifest << "cake-manifest 1\n# options: " << pipelineOptions << "\n";
+    for (const auto &[name, params] : signatures) {
+      const Route &route = routes.at(name);
+      int64_t tileTokens = route.tiling ? route.tiling.getTileTokens()
+                                        : int64_t(options.tileTokens);
+      int64_t vectorChannels = route.tiling ? route.tiling.getVectorChannels()
+                                            : int64_t(options.vectorChannels);
+      manifest << "kernel " << name << " op=" << route.op
+               << " weight=" << route.weight << " bias=" << route.bias
+               << " policy=" << route.policy << " acc=" << route.acc
+               << " block=" << options.blockThreads
+               << " tile_tokens=" << tileTokens
+               << " vector_channels=" << vectorChannels
+               << " blocks_per_sm=" << (route.op == "bwd" ? blocksPerSM : 0)
+               << " width=" << kWidth << " params=" << params << "\n";
+    }
+    return success();
+  }
+
+private:
+  Type elementType(StringRef dtype) {
+    if (dtype == "bf16")
+      return b.getBF16Type();
+    return dtype == "f64" ? b.getF64Type() : b.getF32Type();
+  }
+  MemRefType tokens() {
+    return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                           b.getBF16Type());
+  }
+  MemRefType weightType(StringRef dtype) {
+    return MemRefType::get({ShapedType::kDynamic, kWidth}, elementType(dtype));
+  }
+  MemRefType vectorType(StringRef dtype) {
+    return MemRefType::get({ShapedType::kDynamic}, elementType(dtype));
+  }
+  MemRefType cu() {
+    return MemRefType::get({ShapedType::kDynamic}, b.getI32Type());
+  }
+
+  /// A function over `params`, each argument named by `cake.param`; leaves
+  /// the builder in its body and returns it.
+  Block *addFunction(StringRef name,
+                     ArrayRef<std::pair<StringRef, Type>> params) {
+    SmallVector<Type> types;
+    for (const auto &param : params)
+      types.push_back(param.second);
+    b.setInsertionPointToEnd(module->getBody());
+    auto func = func::FuncOp::create(b, b.getUnknownLoc(), name,
+                                     b.getFunctionType(types, {}));
+    for (auto [i, param] : llvm::enumerate(params))
+      func.setArgAttr(i, kParamAttr, b.getStringAttr(param.first));
+    Block *body = func.addEntryBlock();
+    b.setInsertionPointToStart(body);
+    return body;
+  }
+
+  /// The parameters each kernel kept, as `name:rank,...`.
+  void recordSignatures() {
+    module->walk([&](gpu::GPUFuncOp kernel) {
+      std::string params;
+      llvm::raw_string_ostream os(params);
+      for (unsigned i = 0; i < kernel.getNumArguments(); ++i) {
+        if (i)
+          os << ",";
+        os << kernel.getArgAttrOfType<StringAttr>(i, kParamAttr).getValue()
+           << ":" << cast<MemRefType>(kernel.getArgumentTypes()[i]).getRank();
+      }
+      signatures[kernel.getName().str()] = params;
+    });
+  }
+
+  MLIRContext &context;
+  OpBuilder b;
+  OwningOpRef<ModuleOp> module;
+  std::map<std::string, Route> routes;
+  std::map<std::string, std::string> signatures;
+  std::string ptx;
+};
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  llvm::cl::ParseCommandLineOptions(argc, argv,
+                                    "Cake kernel library generator\n");
+  DialectRegistry registry;
+  registerCakeDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  std::unique_ptr<CakeToPTXOptions> options =
+      CakeToPTXOptions::createFromString(pipelineOptions);
+  if (!options)
+    return 1;
+
+  auto parseTiling = [&](StringRef text) {
+    return dyn_cast_or_null<TilingAttr>(parseAttribute(text, &context));
+  };
+  TilingAttr bf16Tiling = parseTiling(backwardTiling);
+  TilingAttr fp32Tiling = parseTiling(backwardFp64Tiling);
+  if (!bf16Tiling || !fp32Tiling) {
+    llvm::errs() << "--bwd-tiling and --bwd-fp64-tiling take #cake.tiling<...>\n";
+    return 1;
+  }
+
+  KernelLibrary library(context);
+  for (StringRef weight : {"f32", "bf16"}) {
+    for (StringRef bias : {"none", "f32", "bf16"}) {
+      library.addForward(weight, bias);
+      library.addBackward(weight, bias, "bf16", bf16Tiling);
+      library.addBackward(weight, bias, "fp32", fp32Tiling);
+    }
+  }
+  if (failed(library.build(*options)) || failed(library.write(*options)))
+    return 1;
+  return 0;
+}
