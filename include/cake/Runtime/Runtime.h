@@ -1,0 +1,135 @@
+//===- Runtime.h - Launching Cake's generated kernels -----------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0
+//
+//===----------------------------------------------------------------------===//
+//
+// This file declares the Cake runtime: the manifest of the kernels embedded at
+// build time, the choice of a kernel for a call, the backward workspace size,
+// and the launches of the forward and backward passes on a caller's stream
+// (docs/kernel-abi.md). The runtime loads the CUDA driver at run time, so
+// everything here that needs no GPU also works on a machine without one.
+//
+// Every function reports errors by throwing std::runtime_error.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CAKE_RUNTIME_RUNTIME_H
+#define CAKE_RUNTIME_RUNTIME_H
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cake::runtime {
+
+/// One `kernel` line of the manifest; field meanings are in
+/// docs/kernel-abi.md.
+struct KernelInfo {
+  /// One memref parameter of the kernel, in launch order.
+  struct Param {
+    std::string name;
+    int64_t rank;
+  };
+
+  std::string name;
+  std::string op;     ///< "fwd", "bwd" or "reduce".
+  std::string weight; ///< "f32" or "bf16".
+  std::string bias;   ///< "none", "f32" or "bf16".
+  std::string policy; ///< "bf16", "fp32" or "none".
+  std::string acc;    ///< "f32", "f64" or "none".
+  int64_t block;
+  int64_t tileTokens;
+  int64_t vectorChannels;
+  int64_t blocksPerSm;
+  int64_t width;
+  std::vector<Param> params;
+
+  /// Returns true if the kernel can run with `C` channels.
+  bool supportsChannels(int64_t C) const;
+};
+
+/// Returns the kernels of the embedded manifest, parsed on first use.
+const std::vector<KernelInfo> &getKernels();
+
+/// Returns the kernel to launch for the given manifest fields and channel
+/// count; throws if the manifest holds none.
+const KernelInfo &selectKernel(std::string_view op, std::string_view weight,
+                               std::string_view bias, std::string_view policy,
+                               std::string_view acc, int64_t C);
+
+/// Returns the number of weight-gradient partial rows that the bwd kernel
+/// `kernel` writes at most on a device with `numSMs` multiprocessors:
+/// max(1, floor(numSMs * blocks_per_sm / ceil((C / vector_channels) / block))).
+int64_t partialRowsMax(int64_t C, int64_t numSMs, const KernelInfo &kernel);
+
+/// Returns the bytes of the backward workspace for `C` channels on a device
+/// with `numSMs` multiprocessors: the largest partialRowsMax(...) * (W + 1) *
+/// C * 8 over the manifest's bwd kernels, so one workspace serves every route.
+int64_t backwardWorkspaceBytes(int64_t C, int64_t numSMs);
+
+/// Returns true if the driver loads, device `device` exists and its compute
+/// capability is at least 9.0.
+bool isSupported(int device);
+
+/// Returns why the CUDA driver cannot be used, or an empty string if it can.
+std::string unavailableReason();
+
+/// A device address, as torch.Tensor.data_ptr() gives it.
+using DevicePtr = std::uint64_t;
+/// A CUstream, as torch.cuda.Stream.cuda_stream gives it (0 is the legacy
+/// default stream).
+using StreamHandle = std::uintptr_t;
+
+/// The operands of the forward pass; all tensors are contiguous.
+struct ForwardArgs {
+  DevicePtr x = 0;         ///< bf16 [S, C]
+  DevicePtr weight = 0;    ///< weightDtype [C, 4]
+  DevicePtr cuSeqlens = 0; ///< int32 [numDocs + 1]
+  DevicePtr bias = 0;      ///< biasDtype [C]; unused when biasDtype is "none"
+  DevicePtr y = 0;         ///< bf16 [S, C]
+  int64_t S = 0;
+  int64_t C = 0;
+  int64_t numDocs = 0;
+  std::string weightDtype; ///< "f32" or "bf16".
+  std::string biasDtype;   ///< "none", "f32" or "bf16".
+  int device = 0;
+  StreamHandle stream = 0;
+};
+
+/// Launches the forward pass on `args.stream`; nothing when S is 0.
+void forward(const ForwardArgs &args);
+
+/// The operands of the backward pass; all tensors are contiguous.
+struct BackwardArgs {
+  DevicePtr x = 0;         ///< bf16 [S, C]
+  DevicePtr weight = 0;    ///< weightDtype [C, 4]
+  DevicePtr cuSeqlens = 0; ///< int32 [numDocs + 1]
+  DevicePtr bias = 0;      ///< biasDtype [C]; unused when biasDtype is "none"
+  DevicePtr dy = 0;        ///< bf16 [S, C]
+  DevicePtr dx = 0;        ///< bf16 [S, C]
+  DevicePtr dweight = 0;   ///< weightDtype [C, 4]
+  DevicePtr dbias = 0;     ///< biasDtype [C]; unused when biasDtype is "none"
+  /// backwardWorkspaceBytes(C, numSMs) bytes, 16-byte aligned.
+  DevicePtr workspace = 0;
+  int64_t S = 0;
+  int64_t C = 0;
+  int64_t numDocs = 0;
+  std::string weightDtype; ///< "f32" or "bf16".
+  std::string biasDtype;   ///< "none", "f32" or "bf16".
+  std::string policy;      ///< SiLU' preactivation: "bf16" or "fp32".
+  int64_t numSMs = 0;      ///< The multiprocessors of `device`.
+  int device = 0;
+  StreamHandle stream = 0;
+};
+
+/// Launches the backward pass on `args.stream`: the bwd kernel, then the
+/// reduce kernel as its programmatic dependent launch, which writes dweight
+/// and dbias. When S is 0, only the reduce runs (in plain stream order) and
+/// writes zeros.
+void backward(const BackwardArgs &args);
+
+} // namespace cake::runtime
+
+#endif // CAKE_RUNTIME_RUNTIME_H

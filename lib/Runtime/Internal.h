@@ -1,0 +1,75 @@
+//===- Internal.h - Runtime-private declarations ----------------*- C++ -*-===//
+//
+// SPDX-License-Identifier: Apache-2.0
+//
+//===----------------------------------------------------------------------===//
+//
+// This file declares what the runtime's source files share and nothing else
+// sees: the table of CUDA driver entry points, resolved at run time, the
+// driver error check, and the lookup of a kernel's CUfunction.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CAKE_LIB_RUNTIME_INTERNAL_H
+#define CAKE_LIB_RUNTIME_INTERNAL_H
+
+#include "cake/Runtime/Runtime.h"
+
+// For types and enums only: the runtime never links libcuda.
+#include <cuda.h>
+
+#include <string>
+
+namespace cake::runtime::detail {
+
+/// The driver entry points the runtime calls. cuda.h maps some names to
+/// versioned symbols (cuCtxPushCurrent is cuCtxPushCurrent_v2); the loader
+/// looks up the name after that mapping, as a program linked to libcuda would.
+#define CAKE_DRIVER_FUNCTIONS(X)                                               \
+  X(cuInit)                                                                    \
+  X(cuGetErrorName)                                                            \
+  X(cuGetErrorString)                                                          \
+  X(cuDeviceGet)                                                               \
+  X(cuDeviceGetCount)                                                          \
+  X(cuDeviceGetAttribute)                                                      \
+  X(cuDevicePrimaryCtxRetain)                                                  \
+  X(cuCtxGetCurrent)                                                           \
+  X(cuCtxSetCurrent)                                                           \
+  X(cuCtxGetDevice)                                                            \
+  X(cuCtxPushCurrent)                                                          \
+  X(cuCtxPopCurrent)                                                           \
+  X(cuModuleLoadDataEx)                                                        \
+  X(cuModuleGetFunction)                                                       \
+  X(cuLaunchKernelEx)
+
+/// Pointers to the CUDA driver's entry points, one member per function, named
+/// like the function.
+struct Driver {
+#define CAKE_DRIVER_MEMBER(fn) decltype(&::fn) fn = nullptr;
+  CAKE_DRIVER_FUNCTIONS(CAKE_DRIVER_MEMBER)
+#undef CAKE_DRIVER_MEMBER
+};
+
+/// Returns the driver, loading and initializing it on first use; throws
+/// std::runtime_error saying why when it cannot be used.
+const Driver &getDriver();
+
+/// Returns the driver's name and description of `result`.
+std::string describeResult(CUresult result);
+
+/// Throws std::runtime_error naming `what` and describing `result` unless
+/// `result` is CUDA_SUCCESS.
+void checkResult(CUresult result, const std::string &what);
+
+/// Returns the CUfunction of `kernel` in the current context, loading the
+/// embedded PTX into that context on first use.
+CUfunction getFunction(const KernelInfo &kernel);
+
+/// The build-time copies of cake_kernels.ptx and cake_kernels.manifest,
+/// NUL-terminated (defined in the .cpp that cmake/EmbedKernels.cmake writes).
+extern const char embeddedPtx[];
+extern const char embeddedManifest[];
+
+} // namespace cake::runtime::detail
+
+#endif // CAKE_LIB_RUNTIME_INTERNAL_H

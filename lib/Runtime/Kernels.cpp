@@ -1,0 +1,284 @@
+//===- Kernels.cpp - The embedded kernel manifest and PTX module ----------===//
+//
+// SPDX-License-Identifier: Apache-2.0
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements the parsing of the embedded kernel manifest
+// (docs/kernel-abi.md), the choice of a kernel for a call, the backward
+// workspace size, and the loading of the embedded PTX once per CUDA context.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Internal.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <unordered_map>
+
+using namespace cake::runtime;
+using namespace cake::runtime::detail;
+
+//===----------------------------------------------------------------------===//
+// Manifest
+//===----------------------------------------------------------------------===//
+
+/// Splits `text` at every character in `separators`, dropping empty pieces.
+static std::vector<std::string_view> split(std::string_view text,
+                                           std::string_view separators) {
+  std::vector<std::string_view> pieces;
+  while (!text.empty()) {
+    size_t end = std::min(text.find_first_of(separators), text.size());
+    if (end > 0)
+      pieces.push_back(text.substr(0, end));
+    text.remove_prefix(std::min(end + 1, text.size()));
+  }
+  return pieces;
+}
+
+/// Returns the error for line `lineNo` of the manifest.
+static std::runtime_error manifestError(size_t lineNo,
+                                        const std::string &message) {
+  return std::runtime_error("cake: kernel manifest line " +
+                            std::to_string(lineNo) + ": " + message);
+}
+
+namespace {
+/// Parses the `key=value` fields of one `kernel` line.
+class KernelLineParser {
+public:
+  KernelLineParser(const std::vector<std::string_view> &tokens, size_t lineNo)
+      : lineNo(lineNo) {
+    for (std::string_view token : tokens) {
+      size_t eq = token.find('=');
+      if (eq == std::string_view::npos)
+        throw error("expected key=value, got '" + std::string(token) + "'");
+      if (!fields.emplace(token.substr(0, eq), token.substr(eq + 1)).second)
+        throw error("duplicate field '" + std::string(token.substr(0, eq)) +
+                    "'");
+    }
+  }
+
+  /// Returns a manifest error about this line.
+  std::runtime_error error(const std::string &message) const {
+    return manifestError(lineNo, message);
+  }
+
+  /// Removes and returns field `key`.
+  std::string_view take(const std::string &key) {
+    auto it = fields.find(key);
+    if (it == fields.end())
+      throw error("missing field '" + key + "'");
+    std::string_view value = it->second;
+    fields.erase(it);
+    return value;
+  }
+
+  /// Removes and returns field `key`, which must be one of `allowed`.
+  std::string takeOneOf(const std::string &key,
+                        const std::set<std::string_view> &allowed) {
+    std::string_view value = take(key);
+    if (!allowed.count(value))
+      throw error("bad value '" + std::string(value) + "' of '" + key + "'");
+    return std::string(value);
+  }
+
+  /// Parses `text`, an integer of at least `min`, for field `key`.
+  int64_t parseInt(std::string_view text, const std::string &key,
+                   int64_t min) const {
+    int64_t value = 0;
+    auto [end, ec] =
+        std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || value < min)
+      throw error("bad value '" + std::string(text) + "' of '" + key + "'");
+    return value;
+  }
+
+  /// Removes and returns field `key`, an integer of at least `min`.
+  int64_t takeInt(const std::string &key, int64_t min) {
+    return parseInt(take(key), key, min);
+  }
+
+  /// Throws if a field was not taken.
+  void checkAllTaken() const {
+    if (!fields.empty())
+      throw error("unknown field '" + std::string(fields.begin()->first) + "'");
+  }
+
+private:
+  size_t lineNo;
+  std::map<std::string_view, std::string_view, std::less<>> fields;
+};
+} // namespace
+
+/// Parses a `kernel <name> key=value...` line, split into `tokens`.
+static KernelInfo parseKernel(const std::vector<std::string_view> &tokens,
+                              size_t lineNo) {
+  KernelLineParser parser({tokens.begin() + 2, tokens.end()}, lineNo);
+  KernelInfo kernel;
+  kernel.name = std::string(tokens[1]);
+  kernel.op = parser.takeOneOf("op", {"fwd", "bwd", "reduce"});
+  kernel.weight = parser.takeOneOf("weight", {"f32", "bf16"});
+  kernel.bias = parser.takeOneOf("bias", {"none", "f32", "bf16"});
+  kernel.policy = parser.takeOneOf("policy", {"bf16", "fp32", "none"});
+  kernel.acc = parser.takeOneOf("acc", {"f32", "f64", "none"});
+  kernel.block = parser.takeInt("block", 1);
+  kernel.tileTokens = parser.takeInt("tile_tokens", 1);
+  kernel.vectorChannels = parser.takeInt("vector_channels", 1);
+  kernel.blocksPerSm = parser.takeInt("blocks_per_sm", 0);
+  kernel.width = parser.takeInt("width", 1);
+  for (std::string_view param : split(parser.take("params"), ",")) {
+    size_t colon = param.find(':');
+    if (colon == std::string_view::npos)
+      throw parser.error("expected name:rank in params, got '" +
+                         std::string(param) + "'");
+    kernel.params.push_back(
+        {std::string(param.substr(0, colon)),
+         parser.parseInt(param.substr(colon + 1), "params", 0)});
+  }
+  parser.checkAllTaken();
+
+  // Only bwd has a policy and needs blocks_per_sm; bwd and reduce have an
+  // accumulator.
+  if ((kernel.policy == "none") != (kernel.op != "bwd") ||
+      (kernel.acc == "none") != (kernel.op == "fwd") ||
+      (kernel.op == "bwd" && kernel.blocksPerSm == 0))
+    throw parser.error("policy/acc/blocks_per_sm do not fit op=" + kernel.op);
+  return kernel;
+}
+
+static std::vector<KernelInfo> parseManifest(std::string_view text) {
+  std::vector<KernelInfo> kernels;
+  bool sawHeader = false;
+  size_t lineNo = 0;
+  while (!text.empty()) {
+    size_t end = std::min(text.find('\n'), text.size());
+    std::vector<std::string_view> tokens = split(text.substr(0, end), " \t\r");
+    text.remove_prefix(std::min(end + 1, text.size()));
+    ++lineNo;
+    if (tokens.empty() || tokens[0].front() == '#')
+      continue;
+    if (!sawHeader) {
+      if (tokens.size() != 2 || tokens[0] != "cake-manifest" ||
+          tokens[1] != "1")
+        throw manifestError(lineNo, "expected 'cake-manifest 1'");
+      sawHeader = true;
+      continue;
+    }
+    if (tokens.size() < 2 || tokens[0] != "kernel")
+      throw manifestError(lineNo, "expected 'kernel <name> key=value...'");
+    for (const KernelInfo &other : kernels)
+      if (other.name == tokens[1])
+        throw manifestError(lineNo, "duplicate kernel '" + other.name + "'");
+    kernels.push_back(parseKernel(tokens, lineNo));
+  }
+  if (kernels.empty())
+    throw std::runtime_error("cake: the kernel manifest lists no kernels");
+  return kernels;
+}
+
+bool KernelInfo::supportsChannels(int64_t C) const {
+  return C > 0 && C % vectorChannels == 0;
+}
+
+const std::vector<KernelInfo> &cake::runtime::getKernels() {
+  static const std::vector<KernelInfo> kernels =
+      parseManifest(embeddedManifest);
+  return kernels;
+}
+
+const KernelInfo &cake::runtime::selectKernel(std::string_view op,
+                                              std::string_view weight,
+                                              std::string_view bias,
+                                              std::string_view policy,
+                                              std::string_view acc, int64_t C) {
+  // The first match for now; a choice among configs of one route goes here.
+  for (const KernelInfo &kernel : getKernels())
+    if (kernel.op == op && kernel.weight == weight && kernel.bias == bias &&
+        kernel.policy == policy && kernel.acc == acc &&
+        kernel.supportsChannels(C))
+      return kernel;
+  throw std::runtime_error(
+      "cake: no kernel in the manifest for op=" + std::string(op) +
+      " weight=" + std::string(weight) + " bias=" + std::string(bias) +
+      " policy=" + std::string(policy) + " acc=" + std::string(acc) +
+      " C=" + std::to_string(C));
+}
+
+int64_t cake::runtime::partialRowsMax(int64_t C, int64_t numSMs,
+                                      const KernelInfo &kernel) {
+  if (!kernel.supportsChannels(C) || numSMs <= 0)
+    throw std::runtime_error(
+        "cake: partialRowsMax: bad C=" + std::to_string(C) +
+        " or num_sms=" + std::to_string(numSMs) + " for kernel " + kernel.name);
+  int64_t groups = C / kernel.vectorChannels;
+  int64_t channelBlocks = (groups + kernel.block - 1) / kernel.block;
+  return std::max<int64_t>(1, numSMs * kernel.blocksPerSm / channelBlocks);
+}
+
+int64_t cake::runtime::backwardWorkspaceBytes(int64_t C, int64_t numSMs) {
+  int64_t bytes = -1;
+  for (const KernelInfo &kernel : getKernels())
+    if (kernel.op == "bwd" && kernel.supportsChannels(C))
+      bytes = std::max(bytes, partialRowsMax(C, numSMs, kernel) *
+                                  (kernel.width + 1) * C * 8);
+  if (bytes < 0)
+    throw std::runtime_error("cake: no bwd kernel in the manifest supports C=" +
+                             std::to_string(C));
+  return bytes;
+}
+
+//===----------------------------------------------------------------------===//
+// PTX module
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The embedded PTX loaded into one context, and its kernels.
+struct LoadedModule {
+  CUmodule module = nullptr;
+  std::unordered_map<std::string, CUfunction> functions;
+};
+} // namespace
+
+static LoadedModule loadModule(const Driver &driver) {
+  LoadedModule loaded;
+  std::string log(16384, '\0');
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log.data(), reinterpret_cast<void *>(log.size())};
+  CUresult result = driver.cuModuleLoadDataEx(&loaded.module, embeddedPtx, 2,
+                                              options, values);
+  if (result != CUDA_SUCCESS)
+    throw std::runtime_error(
+        "cake: cuModuleLoadDataEx of the embedded PTX failed: " +
+        describeResult(result) + "\nJIT error log:\n" + log.c_str());
+  for (const KernelInfo &kernel : getKernels()) {
+    CUfunction function;
+    checkResult(driver.cuModuleGetFunction(&function, loaded.module,
+                                           kernel.name.c_str()),
+                "cuModuleGetFunction for kernel " + kernel.name);
+    loaded.functions.emplace(kernel.name, function);
+  }
+  return loaded;
+}
+
+CUfunction detail::getFunction(const KernelInfo &kernel) {
+  const Driver &driver = getDriver();
+  CUcontext context;
+  checkResult(driver.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
+  if (!context)
+    throw std::runtime_error("cake: no current CUDA context to launch " +
+                             kernel.name + " in");
+
+  static std::mutex mutex;
+  static std::unordered_map<CUcontext, LoadedModule> modules;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = modules.find(context);
+  if (it == modules.end())
+    it = modules.emplace(context, loadModule(driver)).first;
+  return it->second.functions.at(kernel.name);
+}

@@ -1,0 +1,131 @@
+//===- CakeModule.cpp - The cake._C Python extension ----------------------===//
+//
+// SPDX-License-Identifier: Apache-2.0
+//
+//===----------------------------------------------------------------------===//
+//
+// This file implements cake._C, a thin pybind11 layer over the Cake runtime.
+// It knows nothing of PyTorch: tensors arrive as data pointers and streams as
+// CUstream handles, both Python ints, and the package's Python code checks
+// every argument before calling in. Runtime errors become RuntimeError.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cake/Runtime/Runtime.h"
+
+#include <pybind11/pybind11.h>
+
+namespace py = pybind11;
+using namespace cake::runtime;
+
+/// Returns the manifest's kernels as dicts keyed by the manifest's field
+/// names; params is a list of (name, rank).
+static py::list getKernelDicts() {
+  py::list result;
+  for (const KernelInfo &kernel : getKernels()) {
+    py::list params;
+    for (const KernelInfo::Param &param : kernel.params)
+      params.append(py::make_tuple(param.name, param.rank));
+    py::dict entry;
+    entry["name"] = kernel.name;
+    entry["op"] = kernel.op;
+    entry["weight"] = kernel.weight;
+    entry["bias"] = kernel.bias;
+    entry["policy"] = kernel.policy;
+    entry["acc"] = kernel.acc;
+    entry["block"] = kernel.block;
+    entry["tile_tokens"] = kernel.tileTokens;
+    entry["vector_channels"] = kernel.vectorChannels;
+    entry["blocks_per_sm"] = kernel.blocksPerSm;
+    entry["width"] = kernel.width;
+    entry["params"] = params;
+    result.append(entry);
+  }
+  return result;
+}
+
+static void launchForward(DevicePtr x, DevicePtr weight, DevicePtr cuSeqlens,
+                          DevicePtr bias, DevicePtr y, int64_t S, int64_t C,
+                          int64_t numDocs, std::string weightDtype,
+                          std::string biasDtype, int device,
+                          StreamHandle stream) {
+  ForwardArgs args;
+  args.x = x;
+  args.weight = weight;
+  args.cuSeqlens = cuSeqlens;
+  args.bias = bias;
+  args.y = y;
+  args.S = S;
+  args.C = C;
+  args.numDocs = numDocs;
+  args.weightDtype = std::move(weightDtype);
+  args.biasDtype = std::move(biasDtype);
+  args.device = device;
+  args.stream = stream;
+  forward(args);
+}
+
+static void launchBackward(DevicePtr x, DevicePtr weight, DevicePtr cuSeqlens,
+                           DevicePtr bias, DevicePtr dy, DevicePtr dx,
+                           DevicePtr dweight, DevicePtr dbias,
+                           DevicePtr workspace, int64_t S, int64_t C,
+                           int64_t numDocs, std::string weightDtype,
+                           std::string biasDtype, std::string policy,
+                           int64_t numSMs, int device, StreamHandle stream) {
+  BackwardArgs args;
+  args.x = x;
+  args.weight = weight;
+  args.cuSeqlens = cuSeqlens;
+  args.bias = bias;
+  args.dy = dy;
+  args.dx = dx;
+  args.dweight = dweight;
+  args.dbias = dbias;
+  args.workspace = workspace;
+  args.S = S;
+  args.C = C;
+  args.numDocs = numDocs;
+  args.weightDtype = std::move(weightDtype);
+  args.biasDtype = std::move(biasDtype);
+  args.policy = std::move(policy);
+  args.numSMs = numSMs;
+  args.device = device;
+  args.stream = stream;
+  backward(args);
+}
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "Cake's runtime: launches the embedded kernels through the CUDA "
+            "driver. Pointers and streams are ints; the Python package checks "
+            "arguments before calling in.";
+
+  // The first call loads the driver (cuInit), which can take a while.
+  m.def("is_supported", &isSupported, py::arg("device_index"),
+        py::call_guard<py::gil_scoped_release>(),
+        "Whether the driver loads and the device exists with compute "
+        "capability >= 9.0.");
+  m.def("unavailable_reason", &unavailableReason,
+        py::call_guard<py::gil_scoped_release>(),
+        "Why the CUDA driver cannot be used; empty when it can.");
+  m.def("backward_workspace_bytes", &backwardWorkspaceBytes, py::arg("C"),
+        py::arg("num_sms"),
+        "Bytes of the backward workspace for C channels on a device with "
+        "num_sms multiprocessors; needs no driver.");
+  m.def("forward", &launchForward, py::arg("x"), py::arg("weight"),
+        py::arg("cu_seqlens"), py::arg("bias"), py::arg("y"), py::arg("S"),
+        py::arg("C"), py::arg("num_docs"), py::arg("weight_dtype"),
+        py::arg("bias_dtype"), py::arg("device_index"), py::arg("stream"),
+        py::call_guard<py::gil_scoped_release>(),
+        "Launches the forward pass on `stream`. Dtypes are 'f32' or 'bf16'; "
+        "bias_dtype 'none' means no bias.");
+  m.def("backward", &launchBackward, py::arg("x"), py::arg("weight"),
+        py::arg("cu_seqlens"), py::arg("bias"), py::arg("dy"), py::arg("dx"),
+        py::arg("dweight"), py::arg("dbias"), py::arg("workspace"),
+        py::arg("S"), py::arg("C"), py::arg("num_docs"),
+        py::arg("weight_dtype"), py::arg("bias_dtype"), py::arg("policy"),
+        py::arg("num_sms"), py::arg("device_index"), py::arg("stream"),
+        py::call_guard<py::gil_scoped_release>(),
+        "Launches the backward pass (bwd, then reduce as its programmatic "
+        "dependent launch) on `stream`. policy is 'bf16' or 'fp32'.");
+  m.def("kernels", &getKernelDicts, "The kernel manifest's entries, as dicts.");
+}
