@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Argument checks of the cake_causal_conv1d_train API.
+
+Every check raises before any launch, with a message that names the argument, what
+was expected and what was given: ``cake: <arg> must <expected>; got <given>``.
+
+Exception types (docs/python-api.md):
+- TypeError: an argument of the wrong Python type, or a tensor of the wrong dtype;
+- ValueError: any other bad argument value: shape, contiguity, device placement,
+  alignment, workspace size, an unknown ``silu_grad_preactivation``;
+- RuntimeError: a device that cannot run the kernels (raised by ``_ops``).
+
+The checks here read tensor metadata only (plus data pointers in
+``check_alignment``); none reads tensor contents, so none synchronizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+
+#: Taps of the convolution; the kernels implement this width only.
+WIDTH = 4
+#: The kernels move 8 bf16 channels (16 bytes) per vector access.
+CHANNEL_MULTIPLE = 8
+#: Values of ``silu_grad_preactivation``.
+POLICIES = ("bf16", "fp32")
+#: Dtypes allowed for ``weight`` and ``bias``.
+PARAM_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
+    return " or ".join(str(d) for d in dtypes)
+
+
+def check_tensor(name: str, value: object, dtypes: Sequence[torch.dtype] | None = None) -> None:
+    """Checks that ``value`` is a tensor of one of ``dtypes`` (of any dtype if None)."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"cake: {name} must be a torch.Tensor; got {type(value).__name__}")
+    if dtypes is not None and value.dtype not in dtypes:
+        raise TypeError(f"cake: {name} must have dtype {_dtype_names(dtypes)}; got {value.dtype}")
+
+
+def check_contiguous(name: str, value: torch.Tensor) -> None:
+    if not value.is_contiguous():
+        raise ValueError(
+            f"cake: {name} must be contiguous; got shape {list(value.shape)} "
+            f"with strides {list(value.stride())}"
+        )
+
+
+def check_shape(name: str, value: torch.Tensor, shape: Sequence[int]) -> None:
+    if tuple(value.shape) != tuple(shape):
+        raise ValueError(f"cake: {name} must have shape {list(shape)}; got {list(value.shape)}")
+
+
+def check_x(x: object) -> int:
+    """Checks ``x`` ([S, C] or [1, S, C] bf16, contiguous) and returns C."""
+    check_tensor("x", x, (torch.bfloat16,))
+    if not (x.dim() == 2 or (x.dim() == 3 and x.shape[0] == 1)):
+        raise ValueError(f"cake: x must have shape [S, C] or [1, S, C]; got {list(x.shape)}")
+    channels = x.shape[-1]
+    if channels == 0 or channels % CHANNEL_MULTIPLE != 0:
+        raise ValueError(
+            f"cake: x must have a channel count C (last dimension) that is a positive "
+            f"multiple of {CHANNEL_MULTIPLE}; got C = {channels}"
+        )
+    check_contiguous("x", x)
+    return channels
+
+
+def check_weight(weight: object, channels: int) -> None:
+    check_tensor("weight", weight, PARAM_DTYPES)
+    if weight.dim() != 2:
+        raise ValueError(
+            f"cake: weight must have shape [C, {WIDTH}] = [{channels}, {WIDTH}]; "
+            f"got {list(weight.shape)}"
+        )
+    # Named separately: another width is a supported op elsewhere, not a typo.
+    if weight.shape[1] != WIDTH:
+        raise ValueError(
+            f"cake: weight must have width {WIDTH} (shape [C, {WIDTH}]); "
+            f"got width {weight.shape[1]} (shape {list(weight.shape)})"
+        )
+    check_shape("weight", weight, (channels, WIDTH))
+    check_contiguous("weight", weight)
+
+
+def check_bias(bias: object, channels: int) -> None:
+    if bias is None:
+        return
+    check_tensor("bias", bias, PARAM_DTYPES)
+    check_shape("bias", bias, (channels,))
+    check_contiguous("bias", bias)
+
+
+def check_cu_seqlens(cu_seqlens: object) -> None:
+    check_tensor("cu_seqlens", cu_seqlens, (torch.int32,))
+    if cu_seqlens.dim() != 1 or cu_seqlens.numel() == 0:
+        raise ValueError(
+            "cake: cu_seqlens must be 1-D with at least one element ([num_docs + 1]); "
+            f"got shape {list(cu_seqlens.shape)}"
+        )
+    check_contiguous("cu_seqlens", cu_seqlens)
+
+
+def check_inputs(x: object, weight: object, cu_seqlens: object, bias: object) -> int:
+    """Checks the inputs shared by the forward and the backward; returns C."""
+    channels = check_x(x)
+    check_weight(weight, channels)
+    check_cu_seqlens(cu_seqlens)
+    check_bias(bias, channels)
+    return channels
+
+
+def check_like(name: str, value: object, like: torch.Tensor, dtype: torch.dtype) -> None:
+    """Checks a tensor that must have ``like``'s shape, the given dtype, and be contiguous."""
+    check_tensor(name, value, (dtype,))
+    check_shape(name, value, like.shape)
+    check_contiguous(name, value)
+
+
+def check_workspace(name: str, value: object, dtypes: Sequence[torch.dtype] | None) -> None:
+    """Checks a workspace: a contiguous tensor of one of ``dtypes`` (any if None)."""
+    check_tensor(name, value, dtypes)
+    check_contiguous(name, value)
+
+
+def check_policy(value: object) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"cake: silu_grad_preactivation must be a str; got {type(value).__name__}")
+    if value not in POLICIES:
+        raise ValueError(f"cake: silu_grad_preactivation must be one of {POLICIES}; got {value!r}")
+
+
+def check_same_device(x: torch.Tensor, **others: torch.Tensor | None) -> None:
+    """Checks that every tensor in ``others`` (None skipped) is on x's device."""
+    for name, value in others.items():
+        if value is not None and value.device != x.device:
+            raise ValueError(f"cake: {name} must be on x's device {x.device}; got {value.device}")
+
+
+def check_alignment(tensors: Iterable[tuple[str, torch.Tensor | None, int]]) -> None:
+    """Checks the data-pointer alignment of each (name, tensor, bytes); None skipped.
+
+    Needs real tensors (data pointers), so it runs inside the custom ops.
+    """
+    for name, value, align in tensors:
+        if value is not None and value.data_ptr() % align != 0:
+            raise ValueError(
+                f"cake: {name} must be {align}-byte aligned; got data pointer "
+                f"{value.data_ptr():#x} ({value.data_ptr() % align} bytes past a boundary)"
+            )
+
+
+def check_workspace_size(name: str, value: torch.Tensor, need: int, channels: int) -> None:
+    have = value.numel() * value.element_size()
+    if have < need:
+        raise ValueError(
+            f"cake: {name} must hold at least {need} bytes for C = {channels} on "
+            f"{value.device}; got {have} bytes"
+        )
+
+
+def check_sizes(S: object, C: object) -> None:
+    """Checks the (S, C) arguments of the workspace functions."""
+    for name, value in (("S", S), ("C", C)):
+        # bool is an int subclass, but True is not a token count.
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"cake: {name} must be an int; got {type(value).__name__}")
+    if S < 0:
+        raise ValueError(f"cake: S must be >= 0; got {S}")
+    if C <= 0 or C % CHANNEL_MULTIPLE != 0:
+        raise ValueError(f"cake: C must be a positive multiple of {CHANNEL_MULTIPLE}; got {C}")
+
+
+def as_device(device: object) -> torch.device:
+    """Accepts what torch.device accepts (device, str, int); TypeError otherwise."""
+    if isinstance(device, bool) or not isinstance(device, (torch.device, str, int)):
+        raise TypeError(
+            f"cake: device must be a torch.device, str or int; got {type(device).__name__}"
+        )
+    return torch.device(device)

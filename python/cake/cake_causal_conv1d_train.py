@@ -1,0 +1,203 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Packed variable-length causal depthwise conv1d (width 4) + bias + SiLU, for training.
+
+A drop-in for ``flashinfer.cake_causal_conv1d_train`` (contract: SPEC.md; decisions
+where it is silent: docs/python-api.md). Everything runs on the current CUDA stream,
+never reads ``cu_seqlens`` on the host, never synchronizes, and can be captured in a
+CUDA graph or compiled with ``torch.compile(fullgraph=True)``.
+
+The functions here check their arguments (metadata only, so torch.compile traces the
+checks into guards) and call the ``cake::`` custom ops of ``_ops``: the functional ops
+when the caller passes no buffers, the ``_out`` ops when it passes any.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _checks, _ops
+
+__all__ = [
+    "CakeCausalConv1dFunction",
+    "cake_causal_conv1d",
+    "cake_causal_conv1d_train_backward",
+    "cake_causal_conv1d_train_backward_workspace",
+    "cake_causal_conv1d_train_backward_workspace_bytes",
+    "cake_causal_conv1d_train_forward",
+    "cake_causal_conv1d_train_forward_workspace",
+    "cake_causal_conv1d_train_forward_workspace_bytes",
+    "is_cake_causal_conv1d_train_supported",
+]
+
+
+def is_cake_causal_conv1d_train_supported(device) -> bool:
+    """True when ``device`` can run the kernels: a CUDA device, the extension
+    ``cake._C`` importable, and ``cake._C.is_supported`` says yes."""
+    return _ops.support_problem(_checks.as_device(device)) is None
+
+
+def cake_causal_conv1d_train_forward_workspace_bytes(S: int, C: int, device) -> int:
+    """Bytes of the forward workspace: always 0, the forward needs none.
+
+    The arguments are still checked (``device`` must be a CUDA device) so that code
+    written against this API fails the same way whatever the op's needs are.
+    """
+    _checks.check_sizes(S, C)
+    device = _checks.as_device(device)
+    if device.type != "cuda":
+        raise RuntimeError(
+            f"cake: device {device} is not supported; the kernels run on CUDA devices only"
+        )
+    return 0
+
+
+def cake_causal_conv1d_train_forward_workspace(S: int, C: int, device) -> torch.Tensor:
+    """A zeroed int32 workspace for the forward (empty: it needs none)."""
+    nbytes = cake_causal_conv1d_train_forward_workspace_bytes(S, C, device)
+    return torch.zeros(nbytes // 4, dtype=torch.int32, device=device)
+
+
+def cake_causal_conv1d_train_backward_workspace_bytes(S: int, C: int, device) -> int:
+    """Bytes of the backward workspace; depends on C and the device, not on S."""
+    _checks.check_sizes(S, C)
+    return _ops.backward_workspace_bytes(C, _checks.as_device(device))
+
+
+def cake_causal_conv1d_train_backward_workspace(S: int, C: int, device) -> torch.Tensor:
+    """A uint8 backward workspace; needs no zeroing. Reusable across calls and graph
+    replays on one stream; two launches that may run at once need one each."""
+    nbytes = cake_causal_conv1d_train_backward_workspace_bytes(S, C, device)
+    return torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+
+def cake_causal_conv1d_train_forward(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+    workspace: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """y = bf16(silu(causal_conv1d(x) + bias)), documents never mixing; y has x's shape.
+
+    ``out`` (bf16, x's shape) receives y and is returned. ``workspace`` is accepted
+    for API compatibility and checked (int32, contiguous, on x's device); the forward
+    does not use it.
+    """
+    _checks.check_inputs(x, weight, cu_seqlens, bias)
+    if out is not None:
+        _checks.check_like("out", out, x, torch.bfloat16)
+    if workspace is not None:
+        _checks.check_workspace("workspace", workspace, (torch.int32,))
+    _checks.check_same_device(
+        x, weight=weight, cu_seqlens=cu_seqlens, bias=bias, out=out, workspace=workspace
+    )
+    if out is None:
+        return torch.ops.cake.causal_conv1d_fwd(x, weight, cu_seqlens, bias)
+    torch.ops.cake.causal_conv1d_fwd_out(x, weight, cu_seqlens, bias, out)
+    return out
+
+
+def cake_causal_conv1d_train_backward(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    dy: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    silu_grad_preactivation: str = "bf16",
+    workspace: torch.Tensor | None = None,
+    dx: torch.Tensor | None = None,
+    dweight: torch.Tensor | None = None,
+    dbias: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Returns (dx, dweight, dbias) for the forward's inputs; dbias is None without bias.
+
+    ``silu_grad_preactivation`` picks the pre-activation SiLU' sees: "bf16" (the
+    forward's pre rounded to bf16, fp32 dweight/dbias accumulators) or "fp32" (pre
+    unrounded, fp64 accumulators). dx is bf16; dweight and dbias have their
+    parameter's dtype. Buffers passed in ``dx``/``dweight``/``dbias`` are written
+    and returned; ``workspace`` (any dtype, >= the backward workspace bytes, 16-byte
+    aligned) is allocated per call when not given.
+    """
+    _checks.check_policy(silu_grad_preactivation)
+    _checks.check_inputs(x, weight, cu_seqlens, bias)
+    _checks.check_like("dy", dy, x, torch.bfloat16)
+    if dx is not None:
+        _checks.check_like("dx", dx, x, torch.bfloat16)
+    if dweight is not None:
+        _checks.check_like("dweight", dweight, weight, weight.dtype)
+    if dbias is not None:
+        if bias is None:
+            raise ValueError("cake: dbias must be None when bias is None; got a tensor")
+        _checks.check_like("dbias", dbias, bias, bias.dtype)
+    if workspace is not None:
+        _checks.check_workspace("workspace", workspace, None)
+    _checks.check_same_device(
+        x,
+        weight=weight,
+        cu_seqlens=cu_seqlens,
+        bias=bias,
+        dy=dy,
+        workspace=workspace,
+        dx=dx,
+        dweight=dweight,
+        dbias=dbias,
+    )
+    if dx is None and dweight is None and dbias is None and workspace is None:
+        dx, dweight, dbias = torch.ops.cake.causal_conv1d_bwd(
+            x, weight, cu_seqlens, bias, dy, silu_grad_preactivation
+        )
+        return dx, dweight, dbias if bias is not None else None
+    dx = torch.empty_like(x) if dx is None else dx
+    dweight = torch.empty_like(weight) if dweight is None else dweight
+    if bias is not None and dbias is None:
+        dbias = torch.empty_like(bias)
+    torch.ops.cake.causal_conv1d_bwd_out(
+        x, weight, cu_seqlens, bias, dy, silu_grad_preactivation, workspace, dx, dweight, dbias
+    )
+    return dx, dweight, dbias
+
+
+class CakeCausalConv1dFunction(torch.autograd.Function):
+    """Autograd for the op. Saves only (x, weight, cu_seqlens, bias): the backward
+    recomputes the pre-activation instead of keeping it."""
+
+    @staticmethod
+    def forward(ctx, x, weight, cu_seqlens, bias=None, silu_grad_preactivation="bf16"):
+        # Checked here too so that a bad policy fails at the forward, not at backward().
+        _checks.check_policy(silu_grad_preactivation)
+        y = cake_causal_conv1d_train_forward(x, weight, cu_seqlens, bias=bias)
+        ctx.save_for_backward(x, weight, cu_seqlens, bias)
+        ctx.silu_grad_preactivation = silu_grad_preactivation
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        x, weight, cu_seqlens, bias = ctx.saved_tensors
+        # The kernels read dy as packed bf16; any other dtype or layout is converted
+        # (a no-op when grad_y already is one).
+        dy = grad_y.to(torch.bfloat16, memory_format=torch.contiguous_format)
+        dx, dweight, dbias = cake_causal_conv1d_train_backward(
+            x,
+            weight,
+            cu_seqlens,
+            dy,
+            bias=bias,
+            silu_grad_preactivation=ctx.silu_grad_preactivation,
+        )
+        return dx, dweight, None, dbias, None
+
+
+def cake_causal_conv1d(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    cu_seqlens: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    silu_grad_preactivation: str = "bf16",
+) -> torch.Tensor:
+    """Differentiable form of ``cake_causal_conv1d_train_forward`` (through
+    ``CakeCausalConv1dFunction``); gradients flow to x, weight and bias."""
+    return CakeCausalConv1dFunction.apply(x, weight, cu_seqlens, bias, silu_grad_preactivation)
