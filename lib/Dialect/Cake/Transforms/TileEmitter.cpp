@@ -8,8 +8,8 @@
 #include "TileEmitter.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -113,7 +113,7 @@ Lanes TileEmitter::mul(const Lanes &x, const Lanes &y) {
 Lanes TileEmitter::fma(const Lanes &x, const Lanes &y, const Lanes &z) {
   Lanes result;
   for (auto [l, m, r] : llvm::zip_equal(x, y, z))
-    result.push_back(math::FmaOp::create(b, loc, l, m, r));
+    result.push_back(LLVM::FMAOp::create(b, loc, l, m, r));
   return result;
 }
 
@@ -209,23 +209,24 @@ Lanes TileEmitter::preactivation(ArrayRef<Lanes> taps, ArrayRef<Lanes> window,
 
 Value TileEmitter::sigmoid(Value x, bool precise) {
   Type type = x.getType();
-  // exp(-x) as 2^(-x log2 e): ex2 is the GPU's native exponential.
+  // exp(-x) as 2^(-x log2 e) with the GPU's native ex2, called as the NVVM
+  // intrinsic: math.exp2 would become a libdevice call, which leaves an
+  // .extern in the PTX unless the CUDA toolkit is found at build time.
   Value scaled = arith::MulFOp::create(b, loc, x, constant(type, -M_LOG2E));
+  bool approximate = fastMath && !precise;
+  StringRef ex2 =
+      approximate ? "llvm.nvvm.ex2.approx.ftz.f32" : "llvm.nvvm.ex2.approx.f32";
+  Value exp = LLVM::CallIntrinsicOp::create(b, loc, type, b.getStringAttr(ex2),
+                                            ValueRange{scaled})
+                  .getResult(0);
   Value one = constant(type, 1.0);
-  auto approx = arith::FastMathFlagsAttr::get(b.getContext(),
-                                              arith::FastMathFlags::afn);
-  if (fastMath && !precise) {
-    Value exp = math::Exp2Op::create(b, loc, scaled, approx);
-    Value denominator = arith::AddFOp::create(b, loc, one, exp);
-    return NVVM::RcpApproxFtzF32Op::create(b, loc, type, denominator);
-  }
-  // Exact: libdevice's exp2f and an IEEE division are each a call that
-  // spills every live register around it, so the reciprocal is refined by
-  // one Newton step instead (r += r * (1 - d * r): error within an ulp).
-  Value exp = math::Exp2Op::create(b, loc, scaled);
   Value denominator = arith::AddFOp::create(b, loc, one, exp);
   Value estimate = NVVM::RcpApproxFtzF32Op::create(b, loc, type, denominator);
+  if (approximate)
+    return estimate;
+  // An IEEE division is a call that spills every live register around it;
+  // one Newton step (r += r * (1 - d * r)) brings the estimate within an ulp.
   Value negated = arith::NegFOp::create(b, loc, denominator);
-  Value residual = math::FmaOp::create(b, loc, negated, estimate, one);
-  return math::FmaOp::create(b, loc, estimate, residual, estimate);
+  Value residual = LLVM::FMAOp::create(b, loc, negated, estimate, one);
+  return LLVM::FMAOp::create(b, loc, estimate, residual, estimate);
 }

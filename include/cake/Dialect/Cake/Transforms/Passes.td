@@ -92,10 +92,11 @@ def CakeLowerTilesPass : Pass<"cake-lower-tiles"> {
     `cu_seqlens` holds.
 
     With `fast-math`, the sigmoid is `rcp.approx(1 + ex2.approx(-x * log2 e))`
-    (four instructions); without, it uses `math.exp` and an IEEE division.
+    (four instructions); without it, and always under `silu_grad` fp32, the
+    reciprocal is refined by a Newton step. No libdevice call is emitted.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
-                           "::mlir::math::MathDialect",
+                           "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect",
