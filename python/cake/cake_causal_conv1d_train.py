@@ -177,8 +177,9 @@ class CakeCausalConv1dFunction(torch.autograd.Function):
     def backward(ctx, grad_y):
         x, weight, cu_seqlens, bias = ctx.saved_tensors
         # The kernels read dy as packed bf16; any other dtype or layout is converted
-        # (a no-op when grad_y already is one).
-        dy = grad_y.to(torch.bfloat16, memory_format=torch.contiguous_format)
+        # (no copy when grad_y already is one). to(memory_format=...) alone is not
+        # enough: it keeps a transposed layout when a dimension has size 1.
+        dy = grad_y.to(torch.bfloat16).contiguous()
         dx, dweight, dbias = cake_causal_conv1d_train_backward(
             x,
             weight,
