@@ -178,7 +178,7 @@ IMPLEMENTATIONS = [
 ]
 
 
-def availability() -> dict[str, str | None]:
+def availability(peers: bool) -> dict[str, str | None]:
     """Implementation name -> None when usable, else why not."""
     why = {}
     try:  # fails, saying why, when the device or the extension cannot run Cake
@@ -186,6 +186,9 @@ def availability() -> dict[str, str | None]:
     except RuntimeError as error:
         why["Cake"] = f"not supported ({error})"
     for name, module in (("Dao", "causal_conv1d"), ("FLA Triton", "fla.modules.conv")):
+        if not peers:
+            why[name] = "left out (--no-peers)"
+            continue
         try:
             __import__(module)
         except Exception as error:  # a peer may fail to import in many ways
@@ -260,6 +263,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer warm-up and timed reps")
     parser.add_argument("--json", metavar="PATH", help="also write every number to PATH")
+    parser.add_argument(
+        "--no-peers", action="store_true", help="time Cake and the copy only (tuning runs)"
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("bench_causal_conv1d: needs a CUDA device", file=sys.stderr)
@@ -275,7 +281,7 @@ def main() -> int:
     }
     for key, value in meta.items():
         print(f"{key}: {value}")
-    usable = availability()
+    usable = availability(peers=not args.no_peers)
     rows = [measure(S, C, docs, timer, usable) for S, C, docs in SHAPES]
     print()
     print(markdown(rows, usable))
