@@ -114,21 +114,32 @@ MemRefType typeOrNull(Value value) {
 #define GET_OP_CLASSES
 #include "cake/Dialect/Cake/IR/CakeOps.cpp.inc"
 
+namespace {
+/// The operands of a forward op (conv1d_fwd, fwd_tile).
+template <typename OpTy>
+ConvOperands forwardOperands(OpTy op) {
+  return {op.getX().getType(), op.getWeight().getType(),
+          typeOrNull(op.getBias()), {{"y", op.getY().getType()}},
+          static_cast<int64_t>(op.getWidth())};
+}
+
+/// The operands of a backward op (conv1d_bwd, bwd_tile).
+template <typename OpTy>
+ConvOperands backwardOperands(OpTy op) {
+  return {op.getX().getType(),
+          op.getWeight().getType(),
+          typeOrNull(op.getBias()),
+          {{"dy", op.getDy().getType()}, {"dx", op.getDx().getType()}},
+          static_cast<int64_t>(op.getWidth())};
+}
+} // namespace
+
 LogicalResult Conv1dFwdOp::verify() {
-  return verifyConvOperands(*this, {getX().getType(),
-                                    getWeight().getType(),
-                                    typeOrNull(getBias()),
-                                    {{"y", getY().getType()}},
-                                    static_cast<int64_t>(getWidth())});
+  return verifyConvOperands(*this, forwardOperands(*this));
 }
 
 LogicalResult Conv1dBwdOp::verify() {
-  if (failed(verifyConvOperands(
-          *this, {getX().getType(),
-                  getWeight().getType(),
-                  typeOrNull(getBias()),
-                  {{"dy", getDy().getType()}, {"dx", getDx().getType()}},
-                  static_cast<int64_t>(getWidth())})))
+  if (failed(verifyConvOperands(*this, backwardOperands(*this))))
     return failure();
   if (failed(verifyCompatibleShape(getDweight().getType().getShape(),
                                    getWeight().getType().getShape())))
@@ -149,23 +160,14 @@ LogicalResult Conv1dBwdOp::verify() {
 }
 
 LogicalResult FwdTileOp::verify() {
-  if (failed(verifyConvOperands(*this, {getX().getType(),
-                                        getWeight().getType(),
-                                        typeOrNull(getBias()),
-                                        {{"y", getY().getType()}},
-                                        static_cast<int64_t>(getWidth())})))
+  if (failed(verifyConvOperands(*this, forwardOperands(*this))))
     return failure();
   return verifyTile(*this, getX().getType(), getTileTokens(),
                     getVectorChannels(), getRowsAhead());
 }
 
 LogicalResult BwdTileOp::verify() {
-  if (failed(verifyConvOperands(
-          *this, {getX().getType(),
-                  getWeight().getType(),
-                  typeOrNull(getBias()),
-                  {{"dy", getDy().getType()}, {"dx", getDx().getType()}},
-                  static_cast<int64_t>(getWidth())})))
+  if (failed(verifyConvOperands(*this, backwardOperands(*this))))
     return failure();
   if (failed(verifyPartials(*this, getPartials().getType(),
                             getX().getType().getDimSize(1), getWidth(),

@@ -46,6 +46,12 @@ FailureOr<Value> channelGroups(PatternRewriter &rewriter, Operation *op,
       .getResult();
 }
 
+/// The op's own tiling, else the pass's.
+template <typename OpTy>
+TilingAttr tilingOf(OpTy op, TilingAttr defaultTiling) {
+  return op.getTilingAttr() ? op.getTilingAttr() : defaultTiling;
+}
+
 struct TileConv1dFwd : OpRewritePattern<Conv1dFwdOp> {
   TileConv1dFwd(MLIRContext *context, TilingAttr defaultTiling)
       : OpRewritePattern(context), defaultTiling(defaultTiling) {}
@@ -53,7 +59,7 @@ struct TileConv1dFwd : OpRewritePattern<Conv1dFwdOp> {
   LogicalResult matchAndRewrite(Conv1dFwdOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    TilingAttr tiling = op.getTilingAttr() ? op.getTilingAttr() : defaultTiling;
+    TilingAttr tiling = tilingOf(op, defaultTiling);
     int64_t tileTokens = tiling.getTileTokens();
     int64_t vectorChannels = tiling.getVectorChannels();
     FailureOr<Value> groups =
@@ -93,11 +99,9 @@ struct TileConv1dBwd : OpRewritePattern<Conv1dBwdOp> {
   LogicalResult matchAndRewrite(Conv1dBwdOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    TilingAttr tiling = op.getTilingAttr() ? op.getTilingAttr() : defaultTiling;
-    int64_t tileTokens = tiling.getTileTokens();
-    int64_t vectorChannels = tiling.getVectorChannels();
+    TilingAttr tiling = tilingOf(op, defaultTiling);
     FailureOr<Value> groups =
-        channelGroups(rewriter, op, op.getX(), vectorChannels);
+        channelGroups(rewriter, op, op.getX(), tiling.getVectorChannels());
     if (failed(groups))
       return failure();
     Value rows = memref::DimOp::create(rewriter, loc, op.getPartials(), 0);
@@ -106,12 +110,14 @@ struct TileConv1dBwd : OpRewritePattern<Conv1dBwdOp> {
       ValueRange ivs = buildForall(rewriter, loc, {rows, *groups});
       Value col = arith::MulIOp::create(
           rewriter, loc, ivs[1],
-          arith::ConstantIndexOp::create(rewriter, loc, vectorChannels));
+          arith::ConstantIndexOp::create(rewriter, loc,
+                                         tiling.getVectorChannels()));
       BwdTileOp::create(rewriter, loc, op.getX(), op.getWeight(),
                         op.getCuSeqlens(), op.getDy(), op.getBias(), op.getDx(),
                         op.getPartials(), ivs[0], col, op.getWidth(),
-                        op.getActivation(), op.getSiluGrad(), tileTokens,
-                        vectorChannels, tiling.getRowsAhead());
+                        op.getActivation(), op.getSiluGrad(),
+                        tiling.getTileTokens(), tiling.getVectorChannels(),
+                        tiling.getRowsAhead());
     }
     rewriter.replaceOpWithNewOp<PartialsReduceOp>(
         op, op.getPartials(), op.getDweight(), op.getDbias());
