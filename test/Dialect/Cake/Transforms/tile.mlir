@@ -1,5 +1,5 @@
 // RUN: cake-opt %s --split-input-file --cake-tile | FileCheck %s
-// RUN: cake-opt %s --split-input-file --cake-tile="tile-tokens=32 vector-channels=4 rows-ahead=8" | FileCheck %s --check-prefix=OPTS
+// RUN: cake-opt %s --split-input-file --cake-tile="tile-tokens=32 vector-channels=4 rows-ahead=4" | FileCheck %s --check-prefix=OPTS
 
 // The forward becomes one forall over (chunk, group) pairs, groups fastest.
 // CHECK-LABEL: func.func @fwd
@@ -14,10 +14,10 @@
 // CHECK:   %[[GROUP:.*]] = arith.remui %[[I]], %[[GROUPS]]
 // CHECK:   %[[ROW:.*]] = arith.muli %[[CHUNK]], %c64
 // CHECK:   %[[COL:.*]] = arith.muli %[[GROUP]], %c8
-// CHECK:   cake.fwd_tile %[[X]], %[[W]], %[[CU]] bias %[[B]] : memref<?xf32> into %[[Y]] at[%[[ROW]], %[[COL]]] {activation = #cake.activation<silu>, rows_ahead = 4 : i64, tile_tokens = 64 : i64, vector_channels = 8 : i64, width = 4 : i64}
+// CHECK:   cake.fwd_tile %[[X]], %[[W]], %[[CU]] bias %[[B]] : memref<?xf32> into %[[Y]] at[%[[ROW]], %[[COL]]] {activation = #cake.activation<silu>, rows_ahead = 8 : i64, tile_tokens = 64 : i64, vector_channels = 8 : i64, width = 4 : i64}
 // CHECK-NOT: cake.conv1d_fwd
 // OPTS-LABEL: func.func @fwd
-// OPTS: cake.fwd_tile {{.*}} {activation = #cake.activation<silu>, rows_ahead = 8 : i64, tile_tokens = 32 : i64, vector_channels = 4 : i64, width = 4 : i64}
+// OPTS: cake.fwd_tile {{.*}} {activation = #cake.activation<silu>, rows_ahead = 4 : i64, tile_tokens = 32 : i64, vector_channels = 4 : i64, width = 4 : i64}
 func.func @fwd(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>,
                %b: memref<?xf32>, %y: memref<?x?xbf16>) {
   cake.conv1d_fwd %x, %w, %cu bias %b : memref<?xf32> into %y
@@ -50,7 +50,7 @@ func.func @own_tiling(%x: memref<?x?xbf16>, %w: memref<?x2xbf16>, %cu: memref<?x
 // CHECK: %[[ROWS:.*]] = memref.dim %[[P]], %c0
 // CHECK: scf.forall (%[[R:.*]], %[[G:.*]]) in (%[[ROWS]], %{{.*}})
 // CHECK:   %[[COL:.*]] = arith.muli %[[G]], %c8
-// CHECK:   cake.bwd_tile {{.*}} into %{{.*}}, %[[P]] at[%[[R]], %[[COL]]] {activation = #cake.activation<silu>, rows_ahead = 4 : i64, silu_grad = #cake.silu_grad<bf16>, tile_tokens = 64 : i64, vector_channels = 8 : i64, width = 4 : i64}
+// CHECK:   cake.bwd_tile {{.*}} into %{{.*}}, %[[P]] at[%[[R]], %[[COL]]] {activation = #cake.activation<silu>, rows_ahead = 8 : i64, silu_grad = #cake.silu_grad<bf16>, tile_tokens = 64 : i64, vector_channels = 8 : i64, width = 4 : i64}
 // CHECK: %[[C:.*]] = memref.dim %[[DW]], %c0
 // CHECK: %[[WCOLS:.*]] = arith.muli %[[C]], %c4
 // CHECK: %[[COLS:.*]] = arith.addi %[[WCOLS]], %[[C]]

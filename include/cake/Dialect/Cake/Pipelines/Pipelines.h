@@ -35,7 +35,7 @@ struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
   PassOptions::Option<int64_t> rowsAhead{
       *this, "rows-ahead",
       llvm::cl::desc("Rows whose loads are in flight during compute"),
-      llvm::cl::init(4)};
+      llvm::cl::init(8)};
   PassOptions::Option<bool> fastMath{
       *this, "fast-math",
       llvm::cl::desc("Approximate exp2 and reciprocal in the sigmoid"),

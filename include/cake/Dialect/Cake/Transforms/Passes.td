@@ -45,7 +45,7 @@ def CakeTilePass : Pass<"cake-tile"> {
            "Tokens one thread walks per tile">,
     Option<"vectorChannels", "vector-channels", "int64_t", /*default=*/"8",
            "Channels one thread owns (8 bf16 = one 16-byte vector)">,
-    Option<"rowsAhead", "rows-ahead", "int64_t", /*default=*/"4",
+    Option<"rowsAhead", "rows-ahead", "int64_t", /*default=*/"8",
            "Rows whose loads are in flight while a row computes">,
   ];
 }
