@@ -46,6 +46,10 @@ step sanity python3 -c "import cake._C as c; print(c.kernels()[:1], c.is_support
 # should bring back both; the script still fails.
 status=0
 step pytest python3 -m pytest -q -rs test/python || status=$?
+# Out-of-bounds accesses that land inside other allocations pass the tests'
+# guard bands unseen: memcheck sees them.
+step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 \
+  python3 -m pytest -q test/python/test_gpu_correctness.py -k garbage || status=$?
 step bench python3 benchmarks/bench_causal_conv1d.py --json "$log_dir/bench.json" \
   || status=$?
 exit "$status"

@@ -142,3 +142,41 @@ def test_preallocated_buffers_and_workspaces():
     )
     with pytest.raises(ValueError, match="out must be 16-byte aligned"):
         cake.cake_causal_conv1d_train_forward(case.x, case.weight, case.cu_seqlens, out=out)
+
+
+@pytest.mark.parametrize(
+    "cu_values",
+    [[0, -5, 3000, 7, 2**31 - 1], [9999, 5, 5, -(2**31), 0], [0, 2**31 - 1]],
+    ids=["non-monotone", "out-of-range", "past-the-end"],
+)
+def test_garbage_cu_seqlens_stays_inside_the_tensors(cu_values):
+    # The host never reads cu_seqlens, so it cannot reject these; whatever they
+    # hold, the kernels must only touch their own tensors (scripts/gpu.sh runs
+    # this test under compute-sanitizer's memcheck too). Each tensor sits
+    # between NaN guard bands that must come back untouched.
+    S, C, guard = 1000, 72, 4096
+
+    def guarded(shape, dtype, fill):
+        n = torch.Size(shape).numel()
+        storage = torch.full((n + 2 * guard,), float("nan"), dtype=dtype, device="cuda")
+        inner = storage[guard : guard + n].view(shape)
+        if fill is not None:
+            inner.copy_(fill)
+        return storage, inner
+
+    g = torch.Generator(device="cpu").manual_seed(20)
+    x_store, x = guarded((S, C), torch.bfloat16, torch.randn(S, C, generator=g))
+    dy_store, dy = guarded((S, C), torch.bfloat16, torch.randn(S, C, generator=g))
+    weight = torch.randn(C, 4, generator=g).cuda()
+    bias = torch.randn(C, generator=g).cuda()
+    cu = torch.tensor(cu_values, dtype=torch.int32, device="cuda")
+    y_store, y = guarded((S, C), torch.bfloat16, None)
+    dx_store, dx = guarded((S, C), torch.bfloat16, None)
+
+    cake.cake_causal_conv1d_train_forward(x, weight, cu, bias=bias, out=y)
+    cake.cake_causal_conv1d_train_backward(x, weight, cu, dy, bias=bias, dx=dx)
+    torch.cuda.synchronize()
+    for name, store in (("x", x_store), ("dy", dy_store), ("y", y_store), ("dx", dx_store)):
+        bands = torch.cat([store[:guard], store[-guard:]])
+        assert bands.float().isnan().all(), f"a kernel wrote outside {name}"
+    assert not y.float().isnan().any() and not dx.float().isnan().any()
