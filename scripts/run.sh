@@ -10,7 +10,7 @@ source scripts/build.sh
 echo "=== examples/causal_conv1d.mlir, tiled and mapped to GPU kernels by cake-opt"
 build/bin/cake-opt examples/causal_conv1d.mlir --cake-tile --cake-map-to-gpu
 echo "=== the kernel library (build/kernels), as ptxas reports it"
-grep -E "^kernel" build/kernels/cake_kernels.manifest | cut -d' ' -f2-4
+grep -E "^kernel" build/kernels/cake_kernels.manifest | cut -d' ' -f2-6
 grep -E "Used [0-9]+ registers|spill" build/kernels/ptxas.log | sort | uniq -c | sort -rn | head -5
 echo "=== a training step"
 (cd examples && "$CAKE_PYTHON" train_step.py)
