@@ -10,30 +10,11 @@ pure-PyTorch reference of the op.
 
 import pkgutil
 
-from .cake_causal_conv1d_train import (
-    CakeCausalConv1dFunction,
-    cake_causal_conv1d,
-    cake_causal_conv1d_train_backward,
-    cake_causal_conv1d_train_backward_workspace,
-    cake_causal_conv1d_train_backward_workspace_bytes,
-    cake_causal_conv1d_train_forward,
-    cake_causal_conv1d_train_forward_workspace,
-    cake_causal_conv1d_train_forward_workspace_bytes,
-    is_cake_causal_conv1d_train_supported,
-)
+from . import cake_causal_conv1d_train
+from .cake_causal_conv1d_train import *  # noqa: F403 (the spec's API, re-exported)
+
+__all__ = cake_causal_conv1d_train.__all__
 
 # Also search other `cake` folders on sys.path for submodules: the source tree
 # (python/) then finds the extension a CMake build puts in <build>/python/cake/.
 __path__ = pkgutil.extend_path(__path__, __name__)
-
-__all__ = [
-    "CakeCausalConv1dFunction",
-    "cake_causal_conv1d",
-    "cake_causal_conv1d_train_backward",
-    "cake_causal_conv1d_train_backward_workspace",
-    "cake_causal_conv1d_train_backward_workspace_bytes",
-    "cake_causal_conv1d_train_forward",
-    "cake_causal_conv1d_train_forward_workspace",
-    "cake_causal_conv1d_train_forward_workspace_bytes",
-    "is_cake_causal_conv1d_train_supported",
-]
