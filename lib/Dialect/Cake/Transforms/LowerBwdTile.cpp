@@ -49,27 +49,21 @@ struct LowerBwdTile : OpRewritePattern<BwdTileOp> {
     Value x = op.getX(), dy = op.getDy(), cu = op.getCuSeqlens();
     Value col = op.getCol();
 
-    auto add = [&](Value v, int64_t delta) -> Value {
-      return arith::AddIOp::create(b, loc, v, e.index(delta));
-    };
     auto atLeast = [&](Value v, Value bound) -> Value {
       return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, v, bound);
     };
     Value tokens = memref::DimOp::create(b, loc, x, 0);
     Value channels = memref::DimOp::create(b, loc, x, 1);
-    Value lastToken = add(tokens, -1);
+    Value lastToken = e.offset(tokens, -1);
     Value chunks = arith::CeilDivUIOp::create(b, loc, tokens,
                                               e.index(tileTokens));
     Value partialRows = memref::DimOp::create(b, loc, op.getPartials(), 0);
     auto loadRow = [&](Value memref, Value token) {
-      return e.loadVector(memref, {e.minIndex(token, lastToken), col},
-                          e.numLanes());
+      return e.loadRow(memref, token, lastToken, col);
     };
 
     SmallVector<Lanes> taps = e.loadTaps(op.getWeight(), col, width);
-    std::optional<Lanes> bias;
-    if (hasBias)
-      bias = e.widen(e.loadVector(op.getBias(), {col}, e.numLanes()), f32);
+    std::optional<Lanes> bias = e.loadBias(op.getBias(), col);
 
     // Gradient sums: one per tap, then the bias's.
     const int64_t numSums = width + (hasBias ? 1 : 0);
@@ -79,23 +73,23 @@ struct LowerBwdTile : OpRewritePattern<BwdTileOp> {
         [&](OpBuilder &, Location, Value chunk, ValueRange sumsIn) {
           Value first =
               arith::MulIOp::create(b, loc, chunk, e.index(tileTokens));
-          Value end = e.minIndex(add(first, tileTokens), tokens);
-          Value walkEnd = add(end, history);
-          Value firstStored = add(first, history);
+          Value end = e.minIndex(e.offset(first, tileTokens), tokens);
+          Value walkEnd = e.offset(end, history);
+          Value firstStored = e.offset(first, history);
           DocCursor cursor = e.seekDocument(cu, first);
 
           // Loop state: x window (oldest first), pending dx (token t-1
           // first), x and dy in flight, document cursor, gradient sums.
           SmallVector<Value> init;
           for (int64_t back = history; back >= 1; --back) {
-            Value token = e.maxIndex(add(first, -back), e.index(0));
+            Value token = e.maxIndex(e.offset(first, -back), e.index(0));
             init.push_back(e.pack(e.widen(loadRow(x, token), f32)));
           }
           init.append(history, e.pack(e.splat(f32, 0.0)));
           for (int64_t i = 0; i < ahead; ++i)
-            init.push_back(loadRow(x, add(first, i)));
+            init.push_back(loadRow(x, e.offset(first, i)));
           for (int64_t i = 0; i < ahead; ++i)
-            init.push_back(loadRow(dy, add(first, i)));
+            init.push_back(loadRow(dy, e.offset(first, i)));
           init.append({cursor.start, cursor.next});
           llvm::append_range(init, sumsIn);
 
@@ -123,7 +117,7 @@ struct LowerBwdTile : OpRewritePattern<BwdTileOp> {
                 SmallVector<Value> xNext, dyNext;
 
                 for (int64_t i = 0; i < ahead; ++i) {
-                  Value token = add(base, i);
+                  Value token = e.offset(base, i);
                   doc = e.advanceDocument(cu, doc, token);
                   Value sinceStart =
                       arith::SubIOp::create(b, loc, token, doc.start);
@@ -134,27 +128,19 @@ struct LowerBwdTile : OpRewritePattern<BwdTileOp> {
                   Lanes current = e.widen(xInFlight[i], f32);
                   Lanes grad = e.widen(dyInFlight[i], f32);
                   // Refill the slots just read (see LowerFwdTile.cpp).
-                  xNext.push_back(loadRow(x, add(base, ahead + i)));
-                  dyNext.push_back(loadRow(dy, add(base, ahead + i)));
-                  SmallVector<Lanes> rows;
-                  for (int64_t k = 0; k < history; ++k)
-                    rows.push_back(e.select(reaches[history - k], window[k],
-                                            e.splat(f32, 0.0)));
-                  rows.push_back(current);
-                  Lanes pre =
-                      e.preactivation(taps, rows, bias ? &*bias : nullptr);
+                  xNext.push_back(loadRow(x, e.offset(base, ahead + i)));
+                  dyNext.push_back(loadRow(dy, e.offset(base, ahead + i)));
+                  SmallVector<Lanes> rows =
+                      e.documentRows(window, current, sinceStart);
+                  Lanes pre = e.preactivation(taps, rows, bias);
 
                   if (op.getActivation() == Activation::silu) {
                     Lanes z = precise ? pre : e.roundToBF16(pre);
                     Lanes one = e.splat(f32, 1.0);
-                    Lanes gate, slope;
-                    for (Value value : z)
-                      gate.push_back(e.sigmoid(value, precise));
+                    Lanes gate = e.sigmoid(z, precise);
                     // s * (1 + z * (1 - s))
-                    Lanes complement;
-                    for (auto [o, s] : llvm::zip(one, gate))
-                      complement.push_back(arith::SubFOp::create(b, loc, o, s));
-                    slope = e.mul(gate, e.fma(z, complement, one));
+                    Lanes slope =
+                        e.mul(gate, e.fma(z, e.sub(one, gate), one));
                     grad = e.mul(grad, slope);
                   }
                   grad = e.select(e.lessThan(token, tokens), grad,
@@ -170,14 +156,8 @@ struct LowerBwdTile : OpRewritePattern<BwdTileOp> {
                   Value stored = arith::AndIOp::create(
                       b, loc, atLeast(token, firstStored),
                       e.lessThan(token, walkEnd));
-                  auto store = scf::IfOp::create(b, loc, stored,
-                                                 /*withElseRegion=*/false);
-                  {
-                    OpBuilder::InsertionGuard guard(b);
-                    b.setInsertionPoint(store.thenBlock()->getTerminator());
-                    e.storeLanes(op.getDx(), {add(token, -history), col},
-                                 finished);
-                  }
+                  e.storeLanesIf(stored, op.getDx(),
+                                 {e.offset(token, -history), col}, finished);
                   for (int64_t back = history - 1; back >= 1; --back)
                     pending[back] = contribution(back, pending[back - 1]);
                   pending[0] = e.mul(taps[history], grad);
@@ -220,7 +200,7 @@ struct LowerBwdTile : OpRewritePattern<BwdTileOp> {
       Lanes perTap;
       for (int64_t k = 0; k < width; ++k)
         perTap.push_back(sums[k][lane]);
-      Value channel = add(col, lane);
+      Value channel = e.offset(col, lane);
       Value column = arith::MulIOp::create(b, loc, channel, e.index(width));
       e.storeLanes(op.getPartials(), {op.getPart(), column}, perTap);
     }

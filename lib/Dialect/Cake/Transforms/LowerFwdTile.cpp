@@ -41,38 +41,28 @@ struct LowerFwdTile : OpRewritePattern<FwdTileOp> {
     Value x = op.getX(), cu = op.getCuSeqlens(), col = op.getCol();
     Value first = op.getRow();
     Value tokens = memref::DimOp::create(rewriter, loc, x, 0);
-    Value lastToken = arith::SubIOp::create(rewriter, loc, tokens, e.index(1));
-    Value end = e.minIndex(
-        arith::AddIOp::create(rewriter, loc, first,
-                              e.index(op.getTileTokens())),
-        tokens);
-    // Loads past the last token reread it: in bounds, and never stored.
+    Value lastToken = e.offset(tokens, -1);
+    Value end = e.minIndex(e.offset(first, op.getTileTokens()), tokens);
     auto loadRow = [&](Value token) {
-      return e.loadVector(x, {e.minIndex(token, lastToken), col},
-                          e.numLanes());
-    };
-    auto offset = [&](Value token, int64_t delta) -> Value {
-      return arith::AddIOp::create(rewriter, loc, token, e.index(delta));
+      return e.loadRow(x, token, lastToken, col);
     };
 
     SmallVector<Lanes> taps = e.loadTaps(op.getWeight(), col, width);
-    std::optional<Lanes> bias;
-    if (op.getBias())
-      bias = e.widen(e.loadVector(op.getBias(), {col}, e.numLanes()), f32);
+    std::optional<Lanes> bias = e.loadBias(op.getBias(), col);
     DocCursor cursor = e.seekDocument(cu, first);
 
     // Loop state: the window (oldest row first), the rows in flight, the
     // document cursor.
     SmallVector<Value> init;
     for (int64_t back = history; back >= 1; --back) {
-      Value token = e.maxIndex(offset(first, -back), e.index(0));
+      Value token = e.maxIndex(e.offset(first, -back), e.index(0));
       init.push_back(e.pack(e.widen(loadRow(token), f32)));
     }
     for (int64_t i = 0; i < ahead; ++i)
-      init.push_back(loadRow(offset(first, i)));
+      init.push_back(loadRow(e.offset(first, i)));
     init.append({cursor.start, cursor.next});
 
-    auto loop = scf::ForOp::create(
+    scf::ForOp::create(
         rewriter, loc, first, end, e.index(ahead), init,
         [&](OpBuilder &, Location, Value base, ValueRange state) {
           SmallVector<Lanes> window;
@@ -84,39 +74,21 @@ struct LowerFwdTile : OpRewritePattern<FwdTileOp> {
           SmallVector<Value> next;
 
           for (int64_t i = 0; i < ahead; ++i) {
-            Value token = offset(base, i);
+            Value token = e.offset(base, i);
             doc = e.advanceDocument(cu, doc, token);
             Lanes current = e.widen(inFlight[i], f32);
             // The slot just read is refilled at once: rows_ahead loads stay
             // in flight without holding two groups in registers.
-            next.push_back(loadRow(offset(base, ahead + i)));
+            next.push_back(loadRow(e.offset(base, ahead + i)));
             Value sinceStart =
                 arith::SubIOp::create(rewriter, loc, token, doc.start);
-            SmallVector<Lanes> rows;
-            for (int64_t k = 0; k < history; ++k) {
-              Value inDocument = arith::CmpIOp::create(
-                  rewriter, loc, arith::CmpIPredicate::sge, sinceStart,
-                  e.index(history - k));
-              rows.push_back(
-                  e.select(inDocument, window[k], e.splat(f32, 0.0)));
-            }
-            rows.push_back(current);
-            Lanes pre = e.preactivation(taps, rows, bias ? &*bias : nullptr);
+            Lanes pre = e.preactivation(
+                taps, e.documentRows(window, current, sinceStart), bias);
             Lanes out = pre;
-            if (op.getActivation() == Activation::silu) {
-              Lanes gate;
-              for (Value value : pre)
-                gate.push_back(e.sigmoid(value, /*precise=*/false));
-              out = e.mul(pre, gate);
-            }
-            auto inTile = scf::IfOp::create(rewriter, loc,
-                                            e.lessThan(token, end),
-                                            /*withElseRegion=*/false);
-            {
-              OpBuilder::InsertionGuard guard(rewriter);
-              rewriter.setInsertionPoint(inTile.thenBlock()->getTerminator());
-              e.storeLanes(op.getY(), {token, col}, out);
-            }
+            if (op.getActivation() == Activation::silu)
+              out = e.mul(pre, e.sigmoid(pre, /*precise=*/false));
+            e.storeLanesIf(e.lessThan(token, end), op.getY(), {token, col},
+                           out);
             window.erase(window.begin());
             window.push_back(current);
           }
@@ -128,7 +100,6 @@ struct LowerFwdTile : OpRewritePattern<FwdTileOp> {
           yielded.append({doc.start, doc.next});
           scf::YieldOp::create(rewriter, loc, yielded);
         });
-    (void)loop;
     rewriter.eraseOp(op);
     return success();
   }

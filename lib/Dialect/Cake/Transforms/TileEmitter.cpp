@@ -42,6 +42,10 @@ Value TileEmitter::lessThan(Value x, Value y) {
   return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, y);
 }
 
+Value TileEmitter::offset(Value value, int64_t delta) {
+  return arith::AddIOp::create(b, loc, value, index(delta));
+}
+
 Value TileEmitter::constant(Type type, double value) {
   return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, value));
 }
@@ -52,6 +56,19 @@ Value TileEmitter::loadVector(Value memref, ValueRange indices, int64_t count) {
   return vector::LoadOp::create(b, loc, VectorType::get({count}, elementType),
                                 memref, indices, /*nontemporal=*/false,
                                 llvm::MaybeAlign(alignmentOf(bytes)));
+}
+
+Value TileEmitter::loadRow(Value tokens, Value token, Value lastToken,
+                           Value col) {
+  return loadVector(tokens, {minIndex(token, lastToken), col}, lanes);
+}
+
+void TileEmitter::storeLanesIf(Value condition, Value memref,
+                               ValueRange indices, const Lanes &values) {
+  auto branch = scf::IfOp::create(b, loc, condition, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(branch.thenBlock()->getTerminator());
+  storeLanes(memref, indices, values);
 }
 
 void TileEmitter::storeLanes(Value memref, ValueRange indices,
@@ -103,6 +120,13 @@ Lanes TileEmitter::add(const Lanes &x, const Lanes &y) {
   return result;
 }
 
+Lanes TileEmitter::sub(const Lanes &x, const Lanes &y) {
+  Lanes result;
+  for (auto [l, r] : llvm::zip_equal(x, y))
+    result.push_back(arith::SubFOp::create(b, loc, l, r));
+  return result;
+}
+
 Lanes TileEmitter::mul(const Lanes &x, const Lanes &y) {
   Lanes result;
   for (auto [l, r] : llvm::zip_equal(x, y))
@@ -144,6 +168,12 @@ SmallVector<Lanes> TileEmitter::loadTaps(Value weight, Value col,
       taps[k].push_back(row[k]);
   }
   return taps;
+}
+
+std::optional<Lanes> TileEmitter::loadBias(Value bias, Value col) {
+  if (!bias)
+    return std::nullopt;
+  return widen(loadVector(bias, {col}, lanes), b.getF32Type());
 }
 
 DocCursor TileEmitter::seekDocument(Value cuSeqlens, Value token) {
@@ -199,12 +229,33 @@ DocCursor TileEmitter::advanceDocument(Value cuSeqlens,
   return {branch.getResult(0), branch.getResult(1)};
 }
 
-Lanes TileEmitter::preactivation(ArrayRef<Lanes> taps, ArrayRef<Lanes> window,
-                                 const Lanes *bias) {
-  Lanes sum = mul(taps[0], window[0]);
+SmallVector<Lanes> TileEmitter::documentRows(ArrayRef<Lanes> window,
+                                             const Lanes &current,
+                                             Value sinceStart) {
+  SmallVector<Lanes> rows;
+  for (auto [k, row] : llvm::enumerate(window)) {
+    Value inDocument =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, sinceStart,
+                              index(window.size() - k));
+    rows.push_back(select(inDocument, row, splat(b.getF32Type(), 0.0)));
+  }
+  rows.push_back(current);
+  return rows;
+}
+
+Lanes TileEmitter::preactivation(ArrayRef<Lanes> taps, ArrayRef<Lanes> rows,
+                                 const std::optional<Lanes> &bias) {
+  Lanes sum = mul(taps[0], rows[0]);
   for (size_t k = 1; k < taps.size(); ++k)
-    sum = fma(taps[k], window[k], sum);
+    sum = fma(taps[k], rows[k], sum);
   return bias ? add(sum, *bias) : sum;
+}
+
+Lanes TileEmitter::sigmoid(const Lanes &x, bool precise) {
+  Lanes result;
+  for (Value value : x)
+    result.push_back(sigmoid(value, precise));
+  return result;
 }
 
 Value TileEmitter::sigmoid(Value x, bool precise) {

@@ -37,12 +37,20 @@ public:
   Value minIndex(Value a, Value b);
   Value maxIndex(Value a, Value b);
   Value lessThan(Value a, Value b);
+  /// `value + delta`.
+  Value offset(Value value, int64_t delta);
 
   /// Loads `count` elements at `indices` as one vector, with the alignment
   /// the layout guarantees so that the access is a single wide one.
   Value loadVector(Value memref, ValueRange indices, int64_t count);
+  /// The thread's channels of row `token` of `tokens` ([S, C]); rows past
+  /// `lastToken` reread it, which stays in bounds and is never stored.
+  Value loadRow(Value tokens, Value token, Value lastToken, Value col);
   /// Stores lanes converted to the memref's element type as one vector.
   void storeLanes(Value memref, ValueRange indices, const Lanes &values);
+  /// storeLanes where `condition` holds.
+  void storeLanesIf(Value condition, Value memref, ValueRange indices,
+                    const Lanes &values);
   /// Splits a vector into lanes widened to `type`.
   Lanes widen(Value vector, Type type);
 
@@ -52,6 +60,7 @@ public:
 
   Lanes splat(Type type, double value);
   Lanes add(const Lanes &a, const Lanes &b);
+  Lanes sub(const Lanes &a, const Lanes &b);
   Lanes mul(const Lanes &a, const Lanes &b);
   Lanes fma(const Lanes &a, const Lanes &b, const Lanes &c);
   Lanes select(Value condition, const Lanes &a, const Lanes &b);
@@ -59,6 +68,8 @@ public:
 
   /// weight[col + lane, k] for every tap k, as fp32 lanes.
   SmallVector<Lanes> loadTaps(Value weight, Value col, int64_t width);
+  /// bias[col + lane] as fp32 lanes; none without a bias.
+  std::optional<Lanes> loadBias(Value bias, Value col);
 
   /// The cursor of the document holding `token`: the last cu_seqlens entry at
   /// or below it, by binary search. In bounds whatever cu_seqlens holds.
@@ -67,14 +78,19 @@ public:
   DocCursor advanceDocument(Value cuSeqlens, const DocCursor &cursor,
                             Value token);
 
-  /// sum_k taps[k] * window[k] (+ bias), in order k = 0, 1, ...; window[k] is
-  /// the row `width - 1 - k` tokens back, already zeroed before the document.
-  Lanes preactivation(ArrayRef<Lanes> taps, ArrayRef<Lanes> window,
-                      const Lanes *bias);
-  Value sigmoid(Value x, bool precise);
+  /// The rows the taps multiply: the window (oldest first) with the rows
+  /// before the document start zeroed, then `current`. `sinceStart` is the
+  /// token's distance from its document's start.
+  SmallVector<Lanes> documentRows(ArrayRef<Lanes> window, const Lanes &current,
+                                  Value sinceStart);
+  /// sum_k taps[k] * rows[k] (+ bias), in order k = 0, 1, ....
+  Lanes preactivation(ArrayRef<Lanes> taps, ArrayRef<Lanes> rows,
+                      const std::optional<Lanes> &bias);
+  Lanes sigmoid(const Lanes &x, bool precise);
 
 private:
   Value constant(Type type, double value);
+  Value sigmoid(Value x, bool precise);
 
   OpBuilder &b;
   Location loc;
