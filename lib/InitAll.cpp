@@ -7,6 +7,7 @@
 
 #include "cake/InitAll.h"
 
+#include "cake/Conversion/Passes.h"
 #include "cake/Dialect/Cake/IR/CakeDialect.h"
 #include "cake/Dialect/Cake/Pipelines/Pipelines.h"
 #include "cake/Dialect/Cake/Transforms/Passes.h"
@@ -30,6 +31,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -44,8 +46,9 @@
 void mlir::cake::registerCakeDialects(DialectRegistry &registry) {
   registry.insert<CakeDialect, arith::ArithDialect, cf::ControlFlowDialect,
                   func::FuncDialect, gpu::GPUDialect, LLVM::LLVMDialect,
-                  memref::MemRefDialect, NVVM::NVVMDialect,
-                  scf::SCFDialect, ub::UBDialect, vector::VectorDialect>();
+                  memref::MemRefDialect,
+                  nvgpu::NVGPUDialect, NVVM::NVVMDialect, scf::SCFDialect,
+                  ub::UBDialect, vector::VectorDialect>();
   // convert-gpu-to-nvvm lowers each dialect through its ConvertToLLVM
   // interface; without them, casts are left behind.
   arith::registerConvertArithToLLVMInterface(registry);
@@ -65,12 +68,14 @@ void mlir::cake::registerCakeDialects(DialectRegistry &registry) {
 }
 
 void mlir::cake::registerCakePasses() {
+  registerCakeConversionPasses();
   registerCakeTransformsPasses();
   registerCakePipelines();
   registerCanonicalizerPass();
   registerCSEPass();
   registerSCFToControlFlowPass();
   registerConvertGpuOpsToNVVMOpsPass();
+  registerConvertNVGPUToNVVMPass();
   registerReconcileUnrealizedCastsPass();
   registerGpuNVVMAttachTarget();
   registerGpuModuleToBinaryPass();

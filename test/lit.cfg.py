@@ -33,9 +33,3 @@ ptxas = shutil.which("ptxas", path=os.pathsep.join(
 if ptxas:
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", ptxas))
-if config.cake_kernels_dir and os.path.exists(
-        os.path.join(config.cake_kernels_dir, "cake_kernels.ptx")):
-    config.available_features.add("kernel-library")
-    config.substitutions.append(("%kernels", config.cake_kernels_dir))
-if shutil.which("nvidia-smi") and os.path.exists("/dev/nvidiactl"):
-    config.available_features.add("cuda-gpu")

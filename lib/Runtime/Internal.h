@@ -40,6 +40,7 @@ namespace cake::runtime::detail {
   X(cuCtxPopCurrent)                                                           \
   X(cuModuleLoadDataEx)                                                        \
   X(cuModuleGetFunction)                                                       \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                               \
   X(cuLaunchKernelEx)
 
 /// Pointers to the CUDA driver's entry points, one member per function, named

@@ -14,6 +14,9 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -127,27 +130,27 @@ static KernelInfo parseKernel(const std::vector<std::string_view> &tokens,
   kernel.policy = parser.takeOneOf("policy", {"bf16", "fp32", "none"});
   kernel.acc = parser.takeOneOf("acc", {"f32", "f64", "none"});
   kernel.block = parser.takeInt("block", 1);
-  kernel.tileTokens = parser.takeInt("tile_tokens", 1);
   kernel.vectorChannels = parser.takeInt("vector_channels", 1);
-  kernel.blocksPerSm = parser.takeInt("blocks_per_sm", 0);
   kernel.width = parser.takeInt("width", 1);
   for (std::string_view param : split(parser.take("params"), ",")) {
     size_t colon = param.find(':');
     if (colon == std::string_view::npos)
-      throw parser.error("expected name:rank in params, got '" +
+      throw parser.error("expected name:rank or name:index in params, got '" +
                          std::string(param) + "'");
-    kernel.params.push_back(
-        {std::string(param.substr(0, colon)),
-         parser.parseInt(param.substr(colon + 1), "params", 0)});
+    std::string name(param.substr(0, colon));
+    std::string_view kind = param.substr(colon + 1);
+    if (kind == "index")
+      kernel.params.push_back({name, KernelInfo::Param::Kind::Index, 0});
+    else
+      kernel.params.push_back({name, KernelInfo::Param::Kind::Memref,
+                               parser.parseInt(kind, "params", 0)});
   }
   parser.checkAllTaken();
 
-  // Only bwd has a policy and needs blocks_per_sm; bwd and reduce have an
-  // accumulator.
+  // Only bwd has a policy; bwd and reduce have an accumulator.
   if ((kernel.policy == "none") != (kernel.op != "bwd") ||
-      (kernel.acc == "none") != (kernel.op == "fwd") ||
-      (kernel.op == "bwd" && kernel.blocksPerSm == 0))
-    throw parser.error("policy/acc/blocks_per_sm do not fit op=" + kernel.op);
+      (kernel.acc == "none") != (kernel.op == "fwd"))
+    throw parser.error("policy/acc do not fit op=" + kernel.op);
   return kernel;
 }
 
@@ -164,8 +167,8 @@ static std::vector<KernelInfo> parseManifest(std::string_view text) {
       continue;
     if (!sawHeader) {
       if (tokens.size() != 2 || tokens[0] != "cake-manifest" ||
-          tokens[1] != "1")
-        throw manifestError(lineNo, "expected 'cake-manifest 1'");
+          tokens[1] != "2")
+        throw manifestError(lineNo, "expected 'cake-manifest 2'");
       sawHeader = true;
       continue;
     }
@@ -185,9 +188,40 @@ bool KernelInfo::supportsChannels(int64_t C) const {
   return C > 0 && C % vectorChannels == 0;
 }
 
+namespace {
+/// The PTX and manifest the runtime launches from.
+struct KernelLibrary {
+  std::string ptx;
+  std::string manifest;
+};
+} // namespace
+
+static std::string readFile(const std::string &path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file)
+    throw std::runtime_error("cake: cannot read " + path +
+                             " (CAKE_KERNEL_LIBRARY)");
+  std::ostringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+/// The embedded library, or, for tuning runs, the one in the folder that
+/// CAKE_KERNEL_LIBRARY names (as cake-kernel-gen writes it).
+static const KernelLibrary &getLibrary() {
+  static const KernelLibrary library = [] {
+    const char *dir = std::getenv("CAKE_KERNEL_LIBRARY");
+    if (!dir || !*dir)
+      return KernelLibrary{embeddedPtx, embeddedManifest};
+    return KernelLibrary{readFile(std::string(dir) + "/cake_kernels.ptx"),
+                         readFile(std::string(dir) + "/cake_kernels.manifest")};
+  }();
+  return library;
+}
+
 const std::vector<KernelInfo> &cake::runtime::getKernels() {
   static const std::vector<KernelInfo> kernels =
-      parseManifest(embeddedManifest);
+      parseManifest(getLibrary().manifest);
   return kernels;
 }
 
@@ -209,22 +243,11 @@ const KernelInfo &cake::runtime::selectKernel(std::string_view op,
       " C=" + std::to_string(C));
 }
 
-int64_t cake::runtime::partialRowsMax(int64_t C, int64_t numSMs,
-                                      const KernelInfo &kernel) {
-  if (!kernel.supportsChannels(C) || numSMs <= 0)
-    throw std::runtime_error(
-        "cake: partialRowsMax: bad C=" + std::to_string(C) +
-        " or num_sms=" + std::to_string(numSMs) + " for kernel " + kernel.name);
-  int64_t groups = C / kernel.vectorChannels;
-  int64_t channelBlocks = (groups + kernel.block - 1) / kernel.block;
-  return std::max<int64_t>(1, numSMs * kernel.blocksPerSm / channelBlocks);
-}
-
-int64_t cake::runtime::backwardWorkspaceBytes(int64_t C, int64_t numSMs) {
+int64_t cake::runtime::backwardWorkspaceBytes(int64_t C, int device) {
   int64_t bytes = -1;
   for (const KernelInfo &kernel : getKernels())
     if (kernel.op == "bwd" && kernel.supportsChannels(C))
-      bytes = std::max(bytes, partialRowsMax(C, numSMs, kernel) *
+      bytes = std::max(bytes, maxParts(kernel, C, device) *
                                   (kernel.width + 1) * C * 8);
   if (bytes < 0)
     throw std::runtime_error("cake: no bwd kernel in the manifest supports C=" +
@@ -250,7 +273,8 @@ static LoadedModule loadModule(const Driver &driver) {
   CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
                             CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *values[] = {log.data(), reinterpret_cast<void *>(log.size())};
-  CUresult result = driver.cuModuleLoadDataEx(&loaded.module, embeddedPtx, 2,
+  CUresult result = driver.cuModuleLoadDataEx(&loaded.module,
+                                              getLibrary().ptx.c_str(), 2,
                                               options, values);
   if (result != CUDA_SUCCESS)
     throw std::runtime_error(

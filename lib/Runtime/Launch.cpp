@@ -98,26 +98,32 @@ struct Memref {
   std::vector<int64_t> sizes;
 };
 
+/// An index operand.
+struct Index {
+  std::string name;
+  int64_t value;
+};
+
 /// One kernel launch, prepared (function, grid, parameters) before any launch
 /// is issued.
 class Launch {
 public:
-  Launch(const KernelInfo &kernel, int64_t gridX, int64_t gridY,
-         const std::vector<Memref> &memrefs)
+  Launch(const KernelInfo &kernel, int64_t gridX,
+         const std::vector<Memref> &memrefs,
+         const std::vector<Index> &indices = {})
       : kernel(kernel), function(getFunction(kernel)) {
-    if (gridX < 1 || gridX > INT32_MAX || gridY < 1 || gridY > 65535 ||
-        kernel.block > 1024)
-      throw std::runtime_error(
-          "cake: kernel " + kernel.name + " cannot be launched with grid (" +
-          std::to_string(gridX) + ", " + std::to_string(gridY) +
-          ") and block " + std::to_string(kernel.block));
+    if (gridX < 1 || gridX > INT32_MAX || kernel.block > 1024)
+      throw std::runtime_error("cake: kernel " + kernel.name +
+                               " cannot be launched with grid " +
+                               std::to_string(gridX) + " and block " +
+                               std::to_string(kernel.block));
     config.gridDimX = static_cast<unsigned>(gridX);
-    config.gridDimY = static_cast<unsigned>(gridY);
+    config.gridDimY = 1;
     config.gridDimZ = 1;
     config.blockDimX = static_cast<unsigned>(kernel.block);
     config.blockDimY = 1;
     config.blockDimZ = 1;
-    packParams(memrefs);
+    packParams(memrefs, indices);
   }
   Launch(const Launch &) = delete;
   Launch &operator=(const Launch &) = delete;
@@ -137,21 +143,29 @@ public:
   }
 
 private:
-  /// Packs `memrefs` in the order of the manifest's params, each as
-  /// `allocated, aligned, offset, sizes..., strides...`, all 64-bit.
-  void packParams(const std::vector<Memref> &memrefs) {
-    std::vector<bool> used(memrefs.size());
+  /// Packs the operands in the order of the manifest's params: a memref as
+  /// `allocated, aligned, offset, sizes..., strides...`, an index as itself,
+  /// all 64-bit.
+  void packParams(const std::vector<Memref> &memrefs,
+                  const std::vector<Index> &indices) {
+    size_t used = 0;
     for (const KernelInfo::Param &param : kernel.params) {
+      if (param.kind == KernelInfo::Param::Kind::Index) {
+        auto it = std::find_if(indices.begin(), indices.end(),
+                               [&](const Index &i) { return i.name == param.name; });
+        if (it == indices.end())
+          throw missing(param.name + ":index");
+        paramValues.push_back(static_cast<uint64_t>(it->value));
+        ++used;
+        continue;
+      }
       auto it =
           std::find_if(memrefs.begin(), memrefs.end(),
                        [&](const Memref &m) { return m.name == param.name; });
       if (it == memrefs.end() ||
           static_cast<int64_t>(it->sizes.size()) != param.rank)
-        throw std::runtime_error("cake: kernel " + kernel.name +
-                                 " takes memref '" + param.name + ":" +
-                                 std::to_string(param.rank) +
-                                 "', which the runtime does not pass");
-      used[it - memrefs.begin()] = true;
+        throw missing(param.name + ":" + std::to_string(param.rank));
+      ++used;
       paramValues.insert(paramValues.end(), {it->data, it->data, 0});
       paramValues.insert(paramValues.end(), it->sizes.begin(), it->sizes.end());
       std::vector<uint64_t> strides(it->sizes.size());
@@ -160,12 +174,16 @@ private:
         strides[i] = stride;
       paramValues.insert(paramValues.end(), strides.begin(), strides.end());
     }
-    for (size_t i = 0; i < memrefs.size(); ++i)
-      if (!used[i])
-        throw std::runtime_error("cake: kernel " + kernel.name +
-                                 " takes no memref '" + memrefs[i].name + "'");
+    if (used != memrefs.size() + indices.size())
+      throw std::runtime_error("cake: kernel " + kernel.name +
+                               " takes fewer operands than the runtime passes");
     for (uint64_t &value : paramValues)
       paramPointers.push_back(&value);
+  }
+
+  std::runtime_error missing(const std::string &param) const {
+    return std::runtime_error("cake: kernel " + kernel.name + " takes '" +
+                              param + "', which the runtime does not pass");
   }
 
   const KernelInfo &kernel;
@@ -214,6 +232,55 @@ static const KernelInfo &selectForLaunch(std::string_view op,
   return kernel;
 }
 
+//===----------------------------------------------------------------------===//
+// Grid shape
+//===----------------------------------------------------------------------===//
+
+/// Returns the threads of `kernel` the device holds at once, from the
+/// driver's occupancy of the kernel, computed once per kernel and device.
+static int64_t residentThreads(const KernelInfo &kernel, int device) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, int>, int64_t> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, inserted] = cache.try_emplace({kernel.name, device}, 0);
+  if (!inserted)
+    return it->second;
+  const Driver &driver = getDriver();
+  DeviceContextGuard guard(device);
+  CUdevice handle;
+  checkResult(driver.cuDeviceGet(&handle, device), "cuDeviceGet");
+  int multiprocessors = 0, blocks = 0;
+  checkResult(driver.cuDeviceGetAttribute(
+                  &multiprocessors,
+                  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, handle),
+              "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+  checkResult(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                  &blocks, getFunction(kernel), int(kernel.block), 0),
+              "cuOccupancyMaxActiveBlocksPerMultiprocessor of " + kernel.name);
+  it->second = std::max(1, blocks) * int64_t(multiprocessors) * kernel.block;
+  return it->second;
+}
+
+int64_t cake::runtime::maxParts(const KernelInfo &kernel, int64_t C,
+                                int device) {
+  if (!kernel.supportsChannels(C))
+    throw std::runtime_error("cake: kernel " + kernel.name +
+                             " cannot run with C=" + std::to_string(C));
+  int64_t groups = C / kernel.vectorChannels;
+  return std::max<int64_t>(1, residentThreads(kernel, device) / groups);
+}
+
+int64_t cake::runtime::partsFor(const KernelInfo &kernel, int64_t S, int64_t C,
+                                int device) {
+  int64_t byLength = std::max<int64_t>(1, ceilDiv(S, kMinPartTokens));
+  return std::min(maxParts(kernel, C, device), byLength);
+}
+
+/// Blocks of a one-dimensional grid over (part, channel group) tiles.
+static int64_t tileBlocks(const KernelInfo &kernel, int64_t parts, int64_t C) {
+  return ceilDiv(parts * (C / kernel.vectorChannels), kernel.block);
+}
+
 void cake::runtime::forward(const ForwardArgs &args) {
   getDriver();
   checkSizes(args.S, args.C, args.numDocs);
@@ -225,8 +292,7 @@ void cake::runtime::forward(const ForwardArgs &args) {
     return;
 
   int64_t S = args.S, C = args.C;
-  int64_t groups = C / kernel.vectorChannels;
-  int64_t gridX = ceilDiv(ceilDiv(S, kernel.tileTokens) * groups, kernel.block);
+  int64_t parts = partsFor(kernel, S, C, args.device);
   std::vector<Memref> memrefs = {
       {"x", args.x, {S, C}},
       {"weight", args.weight, {C, kWidth}},
@@ -236,7 +302,8 @@ void cake::runtime::forward(const ForwardArgs &args) {
     memrefs.push_back({"bias", args.bias, {C}});
 
   DeviceContextGuard guard(args.device);
-  Launch(kernel, gridX, 1, memrefs).issue(args.stream, false);
+  Launch(kernel, tileBlocks(kernel, parts, C), memrefs, {{"parts", parts}})
+      .issue(args.stream, false);
 }
 
 void cake::runtime::backward(const BackwardArgs &args) {
@@ -245,9 +312,6 @@ void cake::runtime::backward(const BackwardArgs &args) {
   checkOneOf("weight_dtype", args.weightDtype, {"f32", "bf16"});
   checkOneOf("bias_dtype", args.biasDtype, {"none", "f32", "bf16"});
   checkOneOf("policy", args.policy, {"bf16", "fp32"});
-  if (args.numSMs <= 0)
-    throw std::runtime_error("cake: num_sms must be positive, got " +
-                             std::to_string(args.numSMs));
   // SPEC.md: weight-gradient partials are fp32 under the "bf16" policy and
   // fp64 under "fp32".
   const KernelInfo &bwd =
@@ -258,12 +322,9 @@ void cake::runtime::backward(const BackwardArgs &args) {
 
   int64_t S = args.S, C = args.C;
   bool hasBias = args.biasDtype != "none";
-  int64_t rows = S == 0 ? 0
-                        : std::min(partialRowsMax(C, args.numSMs, bwd),
-                                   ceilDiv(S, bwd.tileTokens));
-  int64_t channelBlocks = ceilDiv(C / bwd.vectorChannels, bwd.block);
+  int64_t parts = S == 0 ? 0 : partsFor(bwd, S, C, args.device);
   int64_t columns = kWidth * C + (hasBias ? C : 0);
-  Memref partials = {"partials", args.workspace, {rows, (kWidth + 1) * C}};
+  Memref partials = {"partials", args.workspace, {parts, (kWidth + 1) * C}};
 
   std::vector<Memref> bwdMemrefs = {
       {"x", args.x, {S, C}},
@@ -282,8 +343,8 @@ void cake::runtime::backward(const BackwardArgs &args) {
   DeviceContextGuard guard(args.device);
   std::optional<Launch> bwdLaunch;
   if (S > 0)
-    bwdLaunch.emplace(bwd, rows, channelBlocks, bwdMemrefs);
-  Launch reduceLaunch(reduce, ceilDiv(columns, reduce.block), 1, reduceMemrefs);
+    bwdLaunch.emplace(bwd, tileBlocks(bwd, parts, C), bwdMemrefs);
+  Launch reduceLaunch(reduce, ceilDiv(columns, reduce.block), reduceMemrefs);
   if (bwdLaunch)
     bwdLaunch->issue(args.stream, false);
   // Without a bwd launch, plain stream order is all the reduce needs.

@@ -73,14 +73,9 @@ def _index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
-@functools.cache
-def num_sms(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
 def backward_workspace_bytes(channels: int, device: torch.device) -> int:
     extension, index = require_supported(device)
-    return extension.backward_workspace_bytes(channels, num_sms(index))
+    return extension.backward_workspace_bytes(channels, index)
 
 
 def _ptr(value: torch.Tensor | None) -> int:
@@ -136,8 +131,7 @@ def _launch_backward(x, weight, cu_seqlens, bias, dy, policy, workspace, dx, dwe
     )
     extension, index = require_supported(x.device)
     channels = x.shape[-1]
-    sms = num_sms(index)
-    need = extension.backward_workspace_bytes(channels, sms)
+    need = extension.backward_workspace_bytes(channels, index)
     if workspace is None:
         workspace = torch.empty(need, dtype=torch.uint8, device=x.device)
     else:
@@ -158,7 +152,6 @@ def _launch_backward(x, weight, cu_seqlens, bias, dy, policy, workspace, dx, dwe
         _DTYPE_NAMES[weight.dtype],
         _dtype_name(bias),
         policy,
-        sms,
         index,
         torch.cuda.current_stream(index).cuda_stream,
     )

@@ -19,13 +19,17 @@ namespace py = pybind11;
 using namespace cake::runtime;
 
 /// Returns the manifest's kernels as dicts keyed by the manifest's field
-/// names; params is a list of (name, rank).
+/// names; params is a list of (name, rank or "index").
 static py::list getKernelDicts() {
   py::list result;
   for (const KernelInfo &kernel : getKernels()) {
     py::list params;
-    for (const KernelInfo::Param &param : kernel.params)
-      params.append(py::make_tuple(param.name, param.rank));
+    for (const KernelInfo::Param &param : kernel.params) {
+      if (param.kind == KernelInfo::Param::Kind::Index)
+        params.append(py::make_tuple(param.name, "index"));
+      else
+        params.append(py::make_tuple(param.name, param.rank));
+    }
     py::dict entry;
     entry["name"] = kernel.name;
     entry["op"] = kernel.op;
@@ -34,9 +38,7 @@ static py::list getKernelDicts() {
     entry["policy"] = kernel.policy;
     entry["acc"] = kernel.acc;
     entry["block"] = kernel.block;
-    entry["tile_tokens"] = kernel.tileTokens;
     entry["vector_channels"] = kernel.vectorChannels;
-    entry["blocks_per_sm"] = kernel.blocksPerSm;
     entry["width"] = kernel.width;
     entry["params"] = params;
     result.append(entry);
@@ -71,7 +73,7 @@ static void launchBackward(DevicePtr x, DevicePtr weight, DevicePtr cuSeqlens,
                            DevicePtr workspace, int64_t S, int64_t C,
                            int64_t numDocs, std::string weightDtype,
                            std::string biasDtype, std::string policy,
-                           int64_t numSMs, int device, StreamHandle stream) {
+                           int device, StreamHandle stream) {
   BackwardArgs args;
   args.x = x;
   args.weight = weight;
@@ -88,7 +90,6 @@ static void launchBackward(DevicePtr x, DevicePtr weight, DevicePtr cuSeqlens,
   args.weightDtype = std::move(weightDtype);
   args.biasDtype = std::move(biasDtype);
   args.policy = std::move(policy);
-  args.numSMs = numSMs;
   args.device = device;
   args.stream = stream;
   backward(args);
@@ -108,9 +109,9 @@ PYBIND11_MODULE(_C, m) {
         py::call_guard<py::gil_scoped_release>(),
         "Why the CUDA driver cannot be used; empty when it can.");
   m.def("backward_workspace_bytes", &backwardWorkspaceBytes, py::arg("C"),
-        py::arg("num_sms"),
-        "Bytes of the backward workspace for C channels on a device with "
-        "num_sms multiprocessors; needs no driver.");
+        py::arg("device_index"), py::call_guard<py::gil_scoped_release>(),
+        "Bytes of the backward workspace for C channels on the device; the "
+        "first call per device loads the kernels.");
   m.def("forward", &launchForward, py::arg("x"), py::arg("weight"),
         py::arg("cu_seqlens"), py::arg("bias"), py::arg("y"), py::arg("S"),
         py::arg("C"), py::arg("num_docs"), py::arg("weight_dtype"),
@@ -123,7 +124,7 @@ PYBIND11_MODULE(_C, m) {
         py::arg("dweight"), py::arg("dbias"), py::arg("workspace"),
         py::arg("S"), py::arg("C"), py::arg("num_docs"),
         py::arg("weight_dtype"), py::arg("bias_dtype"), py::arg("policy"),
-        py::arg("num_sms"), py::arg("device_index"), py::arg("stream"),
+        py::arg("device_index"), py::arg("stream"),
         py::call_guard<py::gil_scoped_release>(),
         "Launches the backward pass (bwd, then reduce as its programmatic "
         "dependent launch) on `stream`. policy is 'bf16' or 'fp32'.");

@@ -33,25 +33,20 @@ static llvm::cl::opt<std::string>
               llvm::cl::value_desc("dir"), llvm::cl::Required);
 static llvm::cl::opt<std::string> pipelineOptions(
     "pipeline", llvm::cl::desc("Options of the cake-to-ptx pipeline, e.g. "
-                               "'tile-tokens=64 rows-ahead=4'"),
+                               "'stages=4 unroll=2'"),
     llvm::cl::init(""));
-static llvm::cl::opt<int64_t> blocksPerSM(
-    "bwd-blocks-per-sm",
-    llvm::cl::desc("Backward blocks per multiprocessor the runtime sizes the "
-                   "partial rows for"),
-    llvm::cl::init(2));
 static llvm::cl::opt<std::string> backwardTiling(
     "bwd-tiling",
     llvm::cl::desc("#cake.tiling of the backward under silu_grad bf16 (f32 "
                    "partial sums)"),
-    llvm::cl::init("#cake.tiling<tile_tokens = 64, vector_channels = 8, "
-                   "rows_ahead = 2>"));
+    llvm::cl::init("#cake.tiling<vector_channels = 8, block_threads = 128, "
+                   "stages = 8, unroll = 1>"));
 static llvm::cl::opt<std::string> backwardFp64Tiling(
     "bwd-fp64-tiling",
     llvm::cl::desc("#cake.tiling of the backward under silu_grad fp32, whose "
                    "f64 partial sums take twice the registers"),
-    llvm::cl::init("#cake.tiling<tile_tokens = 64, vector_channels = 4, "
-                   "rows_ahead = 4>"));
+    llvm::cl::init("#cake.tiling<vector_channels = 4, block_threads = 128, "
+                   "stages = 8, unroll = 1>"));
 static llvm::cl::opt<bool>
     dumpKernels("dump-kernels",
                 llvm::cl::desc("Print the kernels before NVVM lowering"),
@@ -81,14 +76,14 @@ public:
         {"x", tokens()}, {"weight", weightType(weight)}, {"cu_seqlens", cu()}};
     if (bias != "none")
       params.push_back({"bias", vectorType(bias)});
-    params.push_back({"y", tokens()});
+    params.append({{"y", tokens()}, {"parts", b.getIndexType()}});
     Block *body = addFunction(name, params);
     Value noBias;
-    BlockArgument y = body->getArguments().back();
-    Conv1dFwdOp::create(b, b.getUnknownLoc(), body->getArgument(0),
-                        body->getArgument(1), body->getArgument(2),
-                        bias != "none" ? body->getArgument(3) : noBias, y,
-                        kWidth, Activation::silu, /*tiling=*/nullptr);
+    ValueRange args = body->getArguments();
+    Conv1dFwdOp::create(b, b.getUnknownLoc(), args[0], args[1], args[2],
+                        bias != "none" ? args[3] : noBias, args.end()[-2],
+                        args.back(), kWidth, Activation::silu,
+                        /*tiling=*/nullptr);
     func::ReturnOp::create(b, b.getUnknownLoc());
     routes[name] = {"fwd", weight.str(), bias.str(), "none", "none", {}};
   }
@@ -166,20 +161,19 @@ public:
     llvm::raw_fd_ostream manifest(outputDir + "/cake_kernels.manifest", error);
     if (error)
       return emitError(UnknownLoc::get(&context)) << error.message();
-    manifest << "cake-manifest 1\n# options: " << pipelineOptions << "\n";
+    manifest << "cake-manifest 2\n# options: " << pipelineOptions << "\n";
     for (const auto &[name, params] : signatures) {
       const Route &route = routes.at(name);
-      int64_t tileTokens = route.tiling ? route.tiling.getTileTokens()
-                                        : int64_t(options.tileTokens);
+      // The reduction is not tiled: its block is the pipeline's.
+      bool tiled = route.op != "reduce";
+      int64_t block = tiled && route.tiling ? route.tiling.getBlockThreads()
+                                            : int64_t(options.blockThreads);
       int64_t vectorChannels = route.tiling ? route.tiling.getVectorChannels()
                                             : int64_t(options.vectorChannels);
       manifest << "kernel " << name << " op=" << route.op
                << " weight=" << route.weight << " bias=" << route.bias
                << " policy=" << route.policy << " acc=" << route.acc
-               << " block=" << options.blockThreads
-               << " tile_tokens=" << tileTokens
-               << " vector_channels=" << vectorChannels
-               << " blocks_per_sm=" << (route.op == "bwd" ? blocksPerSM : 0)
+               << " block=" << block << " vector_channels=" << vectorChannels
                << " width=" << kWidth << " params=" << params << "\n";
     }
     return success();
@@ -222,7 +216,8 @@ private:
     return body;
   }
 
-  /// The parameters each kernel kept, as `name:rank,...`.
+  /// The parameters each kernel kept, as `name:rank,...` (`name:index` for
+  /// an index).
   void recordSignatures() {
     module->walk([&](gpu::GPUFuncOp kernel) {
       std::string params;
@@ -231,7 +226,12 @@ private:
         if (i)
           os << ",";
         os << kernel.getArgAttrOfType<StringAttr>(i, kParamAttr).getValue()
-           << ":" << cast<MemRefType>(kernel.getArgumentTypes()[i]).getRank();
+           << ":";
+        Type type = kernel.getArgumentTypes()[i];
+        if (auto memref = dyn_cast<MemRefType>(type))
+          os << memref.getRank();
+        else
+          os << "index";
       }
       signatures[kernel.getName().str()] = params;
     });

@@ -27,10 +27,13 @@ namespace cake::runtime {
 /// One `kernel` line of the manifest; field meanings are in
 /// docs/kernel-abi.md.
 struct KernelInfo {
-  /// One memref parameter of the kernel, in launch order.
+  /// One parameter of the kernel, in launch order: a memref of some rank or
+  /// an index.
   struct Param {
+    enum class Kind { Memref, Index };
     std::string name;
-    int64_t rank;
+    Kind kind;
+    int64_t rank; ///< Memrefs only.
   };
 
   std::string name;
@@ -40,9 +43,7 @@ struct KernelInfo {
   std::string policy; ///< "bf16", "fp32" or "none".
   std::string acc;    ///< "f32", "f64" or "none".
   int64_t block;
-  int64_t tileTokens;
   int64_t vectorChannels;
-  int64_t blocksPerSm;
   int64_t width;
   std::vector<Param> params;
 
@@ -59,15 +60,26 @@ const KernelInfo &selectKernel(std::string_view op, std::string_view weight,
                                std::string_view bias, std::string_view policy,
                                std::string_view acc, int64_t C);
 
-/// Returns the number of weight-gradient partial rows that the bwd kernel
-/// `kernel` writes at most on a device with `numSMs` multiprocessors:
-/// max(1, floor(numSMs * blocks_per_sm / ceil((C / vector_channels) / block))).
-int64_t partialRowsMax(int64_t C, int64_t numSMs, const KernelInfo &kernel);
+/// Returns the most parts (token ranges) a launch of the fwd or bwd kernel
+/// `kernel` splits its tokens into on device `device`: one thread per
+/// (part, channel group) for every thread the device holds at once,
+/// max(1, floor(resident_threads / (C / vector_channels))), where
+/// resident_threads is the kernel's occupancy (blocks per multiprocessor, from
+/// the driver) * multiprocessors * block.
+int64_t maxParts(const KernelInfo &kernel, int64_t C, int device);
 
-/// Returns the bytes of the backward workspace for `C` channels on a device
-/// with `numSMs` multiprocessors: the largest partialRowsMax(...) * (W + 1) *
-/// C * 8 over the manifest's bwd kernels, so one workspace serves every route.
-int64_t backwardWorkspaceBytes(int64_t C, int64_t numSMs);
+/// Returns the parts of a launch over S tokens: maxParts, but at most one per
+/// kMinPartTokens tokens (and at least one).
+int64_t partsFor(const KernelInfo &kernel, int64_t S, int64_t C, int device);
+
+/// Tokens below which a part is not split further: its halo of width - 1
+/// rows then costs at most a fifth of its reads.
+inline constexpr int64_t kMinPartTokens = 16;
+
+/// Returns the bytes of the backward workspace for `C` channels on device
+/// `device`: the largest maxParts(...) * (W + 1) * C * 8 over the manifest's
+/// bwd kernels, so one workspace serves every route and every S.
+int64_t backwardWorkspaceBytes(int64_t C, int device);
 
 /// Returns true if the driver loads, device `device` exists and its compute
 /// capability is at least 9.0.
@@ -111,7 +123,7 @@ struct BackwardArgs {
   DevicePtr dx = 0;        ///< bf16 [S, C]
   DevicePtr dweight = 0;   ///< weightDtype [C, 4]
   DevicePtr dbias = 0;     ///< biasDtype [C]; unused when biasDtype is "none"
-  /// backwardWorkspaceBytes(C, numSMs) bytes, 16-byte aligned.
+  /// backwardWorkspaceBytes(C, device) bytes, 16-byte aligned.
   DevicePtr workspace = 0;
   int64_t S = 0;
   int64_t C = 0;
@@ -119,7 +131,6 @@ struct BackwardArgs {
   std::string weightDtype; ///< "f32" or "bf16".
   std::string biasDtype;   ///< "none", "f32" or "bf16".
   std::string policy;      ///< SiLU' preactivation: "bf16" or "fp32".
-  int64_t numSMs = 0;      ///< The multiprocessors of `device`.
   int device = 0;
   StreamHandle stream = 0;
 };

@@ -22,15 +22,19 @@ using namespace mlir::cake;
 
 LogicalResult
 TilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                   int64_t tileTokens, int64_t vectorChannels,
-                   int64_t rowsAhead) {
-  if (tileTokens <= 0 || rowsAhead <= 0 || tileTokens % rowsAhead != 0)
-    return emitError() << "tile_tokens (" << tileTokens
-                       << ") must be a positive multiple of rows_ahead ("
-                       << rowsAhead << ")";
-  if (vectorChannels <= 0 || !llvm::isPowerOf2_64(vectorChannels))
+                   int64_t vectorChannels, int64_t blockThreads,
+                   int64_t stages, int64_t unroll) {
+  if (vectorChannels <= 0 || vectorChannels > 16 ||
+      !llvm::isPowerOf2_64(vectorChannels))
     return emitError() << "vector_channels (" << vectorChannels
-                       << ") must be a power of two";
+                       << ") must be a power of two up to 16";
+  if (blockThreads <= 0 || blockThreads > 1024 || blockThreads % 32 != 0)
+    return emitError() << "block_threads (" << blockThreads
+                       << ") must be a multiple of 32 up to 1024";
+  if (stages < 0)
+    return emitError() << "stages (" << stages << ") must not be negative";
+  if (unroll <= 0)
+    return emitError() << "unroll (" << unroll << ") must be positive";
   return success();
 }
 

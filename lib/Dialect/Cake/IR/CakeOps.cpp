@@ -92,13 +92,9 @@ LogicalResult verifyPartials(Operation *op, MemRefType partials,
   return success();
 }
 
-LogicalResult verifyTile(Operation *op, MemRefType x, int64_t tileTokens,
-                         int64_t vectorChannels, int64_t rowsAhead) {
-  if (tileTokens % rowsAhead != 0)
-    return op->emitOpError("tile_tokens (")
-           << tileTokens << ") must be a multiple of rows_ahead (" << rowsAhead
-           << ")";
+LogicalResult verifyTile(Operation *op, MemRefType x, TilingAttr tiling) {
   int64_t channels = x.getDimSize(1);
+  int64_t vectorChannels = tiling.getVectorChannels();
   if (!ShapedType::isDynamic(channels) && channels % vectorChannels != 0)
     return op->emitOpError("'x' has ")
            << channels << " channels, not a multiple of vector_channels = "
@@ -162,8 +158,7 @@ LogicalResult Conv1dBwdOp::verify() {
 LogicalResult FwdTileOp::verify() {
   if (failed(verifyConvOperands(*this, forwardOperands(*this))))
     return failure();
-  return verifyTile(*this, getX().getType(), getTileTokens(),
-                    getVectorChannels(), getRowsAhead());
+  return verifyTile(*this, getX().getType(), getTiling());
 }
 
 LogicalResult BwdTileOp::verify() {
@@ -173,8 +168,7 @@ LogicalResult BwdTileOp::verify() {
                             getX().getType().getDimSize(1), getWidth(),
                             getSiluGrad())))
     return failure();
-  return verifyTile(*this, getX().getType(), getTileTokens(),
-                    getVectorChannels(), getRowsAhead());
+  return verifyTile(*this, getX().getType(), getTiling());
 }
 
 LogicalResult PartialsReduceOp::verify() {

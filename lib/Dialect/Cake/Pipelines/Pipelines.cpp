@@ -6,9 +6,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "cake/Dialect/Cake/Pipelines/Pipelines.h"
+#include "cake/Conversion/Passes.h"
 #include "cake/Dialect/Cake/Transforms/Passes.h"
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
@@ -21,12 +23,15 @@ using namespace mlir::cake;
 
 void mlir::cake::buildCakeToKernelsPipeline(OpPassManager &pm,
                                             const CakeToPTXOptions &options) {
-  pm.addPass(createCakeTilePass(CakeTilePassOptions{
-      options.tileTokens, options.vectorChannels, options.rowsAhead}));
-  pm.addPass(createCakeMapToGPUPass(
-      CakeMapToGPUPassOptions{options.blockThreads}));
-  pm.addPass(
-      createCakeLowerTilesPass(CakeLowerTilesPassOptions{options.fastMath}));
+  pm.addPass(createCakeTilePass(
+      CakeTilePassOptions{options.vectorChannels, options.blockThreads,
+                          options.stages, options.unroll}));
+  pm.addPass(createConvertCakeToGPUPass(
+      ConvertCakeToGPUPassOptions{options.blockThreads}));
+  pm.addPass(createCakeExpandTilesPass(
+      CakeExpandTilesPassOptions{options.fastMath}));
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addNestedPass<gpu::GPUFuncOp>(createCakeStageRowsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
@@ -37,12 +42,14 @@ void mlir::cake::buildKernelsToNVVMPipeline(OpPassManager &pm,
   target.chip = options.chip;
   target.features = options.features;
   target.optLevel = options.optLevel;
-  // No module-wide fast or ftz flags: the tile lowering writes each
+  // No module-wide fast or ftz flags: the activation's lowering writes each
   // approximation it wants as an op, and everything else stays IEEE.
   pm.addPass(createGpuNVVMAttachTarget(target));
 
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createConvertCakeMathToNVVMPass());
   kernels.addPass(createSCFToControlFlowPass());
+  kernels.addPass(createConvertNVGPUToNVVMPass());
   ConvertGpuOpsToNVVMOpsOptions toNVVM;
   toNVVM.indexBitwidth = 64; // S * C may pass 2^31
   kernels.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
@@ -64,7 +71,6 @@ void mlir::cake::buildKernelsToPTXPipeline(OpPassManager &pm,
   binary.compilationTarget = "isa";
   pm.addPass(createGpuModuleToBinaryPass(binary));
 }
-
 
 void mlir::cake::buildCakeToPTXPipeline(OpPassManager &pm,
                                         const CakeToPTXOptions &options) {

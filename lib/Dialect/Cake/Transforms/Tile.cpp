@@ -52,6 +52,31 @@ TilingAttr tilingOf(OpTy op, TilingAttr defaultTiling) {
   return op.getTilingAttr() ? op.getTilingAttr() : defaultTiling;
 }
 
+/// Where tile `tile` of a forall over (part, channel group) pairs, groups
+/// fastest, works: part `part` of `parts` near-equal token ranges, channels
+/// from `col`.
+struct TileCoordinates {
+  Value part, first, end, col;
+};
+
+TileCoordinates tileCoordinates(PatternRewriter &rewriter, Location loc,
+                                Value tile, Value groups, Value parts,
+                                Value tokens, int64_t vectorChannels) {
+  Value part = arith::DivUIOp::create(rewriter, loc, tile, groups);
+  Value group = arith::RemUIOp::create(rewriter, loc, tile, groups);
+  // [part * S / parts, (part + 1) * S / parts): lengths differ by at most one.
+  auto boundary = [&](Value p) -> Value {
+    return arith::DivUIOp::create(
+        rewriter, loc, arith::MulIOp::create(rewriter, loc, p, tokens), parts);
+  };
+  Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
+  Value col = arith::MulIOp::create(
+      rewriter, loc, group,
+      arith::ConstantIndexOp::create(rewriter, loc, vectorChannels));
+  return {part, boundary(part),
+          boundary(arith::AddIOp::create(rewriter, loc, part, one)), col};
+}
+
 struct TileConv1dFwd : OpRewritePattern<Conv1dFwdOp> {
   TileConv1dFwd(MLIRContext *context, TilingAttr defaultTiling)
       : OpRewritePattern(context), defaultTiling(defaultTiling) {}
@@ -60,31 +85,22 @@ struct TileConv1dFwd : OpRewritePattern<Conv1dFwdOp> {
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     TilingAttr tiling = tilingOf(op, defaultTiling);
-    int64_t tileTokens = tiling.getTileTokens();
-    int64_t vectorChannels = tiling.getVectorChannels();
     FailureOr<Value> groups =
-        channelGroups(rewriter, op, op.getX(), vectorChannels);
+        channelGroups(rewriter, op, op.getX(), tiling.getVectorChannels());
     if (failed(groups))
       return failure();
     Value tokens = memref::DimOp::create(rewriter, loc, op.getX(), 0);
-    Value tokensPerTile =
-        arith::ConstantIndexOp::create(rewriter, loc, tileTokens);
-    Value chunks =
-        arith::CeilDivUIOp::create(rewriter, loc, tokens, tokensPerTile);
-    Value tiles = arith::MulIOp::create(rewriter, loc, chunks, *groups);
+    Value tiles = arith::MulIOp::create(rewriter, loc, op.getParts(), *groups);
 
     OpBuilder::InsertionGuard guard(rewriter);
     Value tile = buildForall(rewriter, loc, {tiles})[0];
-    Value chunk = arith::DivUIOp::create(rewriter, loc, tile, *groups);
-    Value group = arith::RemUIOp::create(rewriter, loc, tile, *groups);
-    Value row = arith::MulIOp::create(rewriter, loc, chunk, tokensPerTile);
-    Value col = arith::MulIOp::create(
-        rewriter, loc, group,
-        arith::ConstantIndexOp::create(rewriter, loc, vectorChannels));
+    TileCoordinates at =
+        tileCoordinates(rewriter, loc, tile, *groups, op.getParts(), tokens,
+                        tiling.getVectorChannels());
     FwdTileOp::create(rewriter, loc, op.getX(), op.getWeight(),
-                      op.getCuSeqlens(), op.getBias(), op.getY(), row, col,
-                      op.getWidth(), op.getActivation(), tileTokens,
-                      vectorChannels, tiling.getRowsAhead());
+                      op.getCuSeqlens(), op.getBias(), op.getY(), at.first,
+                      at.end, at.col, op.getWidth(), op.getActivation(),
+                      tiling);
     rewriter.eraseOp(op);
     return success();
   }
@@ -104,20 +120,19 @@ struct TileConv1dBwd : OpRewritePattern<Conv1dBwdOp> {
         channelGroups(rewriter, op, op.getX(), tiling.getVectorChannels());
     if (failed(groups))
       return failure();
-    Value rows = memref::DimOp::create(rewriter, loc, op.getPartials(), 0);
+    Value tokens = memref::DimOp::create(rewriter, loc, op.getX(), 0);
+    Value parts = memref::DimOp::create(rewriter, loc, op.getPartials(), 0);
+    Value tiles = arith::MulIOp::create(rewriter, loc, parts, *groups);
     {
       OpBuilder::InsertionGuard guard(rewriter);
-      ValueRange ivs = buildForall(rewriter, loc, {rows, *groups});
-      Value col = arith::MulIOp::create(
-          rewriter, loc, ivs[1],
-          arith::ConstantIndexOp::create(rewriter, loc,
-                                         tiling.getVectorChannels()));
+      Value tile = buildForall(rewriter, loc, {tiles})[0];
+      TileCoordinates at = tileCoordinates(rewriter, loc, tile, *groups, parts,
+                                           tokens, tiling.getVectorChannels());
       BwdTileOp::create(rewriter, loc, op.getX(), op.getWeight(),
                         op.getCuSeqlens(), op.getDy(), op.getBias(), op.getDx(),
-                        op.getPartials(), ivs[0], col, op.getWidth(),
-                        op.getActivation(), op.getSiluGrad(),
-                        tiling.getTileTokens(), tiling.getVectorChannels(),
-                        tiling.getRowsAhead());
+                        op.getPartials(), at.first, at.end, at.col, at.part,
+                        op.getWidth(), op.getActivation(), op.getSiluGrad(),
+                        tiling);
     }
     rewriter.replaceOpWithNewOp<PartialsReduceOp>(
         op, op.getPartials(), op.getDweight(), op.getDbias());
@@ -127,17 +142,56 @@ struct TileConv1dBwd : OpRewritePattern<Conv1dBwdOp> {
   TilingAttr defaultTiling;
 };
 
-/// One column per iteration: the sum over rows runs in row order, which is
-/// what makes the weight gradient bitwise reproducible.
+/// The sum over rows of one column of `partials`, in a fixed order: four
+/// running sums over the rows r = j (mod 4) of the first 4 * floor(R / 4)
+/// rows, combined as (s0 + s1) + (s2 + s3), then the remaining rows in order.
+/// Four independent chains keep four loads in flight; the order never
+/// depends on scheduling, so the result is bitwise reproducible.
+Value sumColumn(OpBuilder &b, Location loc, Value partials, Value column) {
+  Type accType = cast<MemRefType>(partials.getType()).getElementType();
+  auto index = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  Value rows = memref::DimOp::create(b, loc, partials, 0);
+  Value blocked = arith::MulIOp::create(
+      b, loc, arith::DivUIOp::create(b, loc, rows, index(4)), index(4));
+  Value zero =
+      arith::ConstantOp::create(b, loc, accType, b.getFloatAttr(accType, 0));
+  auto load = [&](OpBuilder &b, Value row) -> Value {
+    return memref::LoadOp::create(b, loc, partials, ValueRange{row, column});
+  };
+  auto interleaved = scf::ForOp::create(
+      b, loc, index(0), blocked, index(4), SmallVector<Value>(4, zero),
+      [&](OpBuilder &b, Location loc, Value row, ValueRange sums) {
+        SmallVector<Value> next;
+        for (int64_t j = 0; j < 4; ++j) {
+          Value r = arith::AddIOp::create(b, loc, row, index(j));
+          next.push_back(arith::AddFOp::create(b, loc, sums[j], load(b, r)));
+        }
+        scf::YieldOp::create(b, loc, next);
+      });
+  ValueRange s = interleaved.getResults();
+  Value combined = arith::AddFOp::create(
+      b, loc, arith::AddFOp::create(b, loc, s[0], s[1]),
+      arith::AddFOp::create(b, loc, s[2], s[3]));
+  auto rest = scf::ForOp::create(
+      b, loc, blocked, rows, index(1), ValueRange{combined},
+      [&](OpBuilder &b, Location loc, Value row, ValueRange sum) {
+        scf::YieldOp::create(
+            b, loc,
+            arith::AddFOp::create(b, loc, sum[0], load(b, row)).getResult());
+      });
+  return rest.getResult(0);
+}
+
+/// One column per iteration, summed by sumColumn.
 struct TilePartialsReduce : OpRewritePattern<PartialsReduceOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(PartialsReduceOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    MemRefType dweightType = op.getDweight().getType();
-    Type accType = op.getPartials().getType().getElementType();
-    int64_t width = dweightType.getDimSize(1);
+    int64_t width = op.getDweight().getType().getDimSize(1);
     Value channels = memref::DimOp::create(rewriter, loc, op.getDweight(), 0);
     Value widthValue = arith::ConstantIndexOp::create(rewriter, loc, width);
     Value weightColumns =
@@ -147,44 +201,31 @@ struct TilePartialsReduce : OpRewritePattern<PartialsReduceOp> {
                                                           channels)
                                         .getResult()
                                   : weightColumns;
-    Value rows = memref::DimOp::create(rewriter, loc, op.getPartials(), 0);
 
     OpBuilder::InsertionGuard guard(rewriter);
     Value column = buildForall(rewriter, loc, {columns})[0];
-    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
-    Value one = arith::ConstantIndexOp::create(rewriter, loc, 1);
-    Value init = arith::ConstantOp::create(rewriter, loc, accType,
-                                           rewriter.getFloatAttr(accType, 0));
-    auto sumLoop = scf::ForOp::create(
-        rewriter, loc, zero, rows, one, ValueRange{init},
-        [&](OpBuilder &b, Location loc, Value row, ValueRange acc) {
-          Value partial = memref::LoadOp::create(b, loc, op.getPartials(),
-                                                 ValueRange{row, column});
-          scf::YieldOp::create(
-              b, loc, arith::AddFOp::create(b, loc, acc[0], partial).getResult());
-        });
-    Value sum = sumLoop.getResult(0);
-
+    Value sum = sumColumn(rewriter, loc, op.getPartials(), column);
     auto store = [&](OpBuilder &b, Value dest, ValueRange indices) {
       Type elementType = cast<MemRefType>(dest.getType()).getElementType();
       Value value = sum;
-      if (elementType != accType)
+      if (elementType != sum.getType())
         value = arith::TruncFOp::create(b, loc, elementType, sum);
       memref::StoreOp::create(b, loc, value, dest, indices);
     };
+    auto storeWeight = [&](OpBuilder &b) {
+      store(b, op.getDweight(),
+            {arith::DivUIOp::create(b, loc, column, widthValue),
+             arith::RemUIOp::create(b, loc, column, widthValue)});
+    };
     if (!op.getDbias()) {
-      store(rewriter, op.getDweight(),
-            {arith::DivUIOp::create(rewriter, loc, column, widthValue),
-             arith::RemUIOp::create(rewriter, loc, column, widthValue)});
+      storeWeight(rewriter);
     } else {
       Value isWeight = arith::CmpIOp::create(
           rewriter, loc, arith::CmpIPredicate::ult, column, weightColumns);
       scf::IfOp::create(
           rewriter, loc, isWeight,
           [&](OpBuilder &b, Location loc) {
-            store(b, op.getDweight(),
-                  {arith::DivUIOp::create(b, loc, column, widthValue),
-                   arith::RemUIOp::create(b, loc, column, widthValue)});
+            storeWeight(b);
             scf::YieldOp::create(b, loc);
           },
           [&](OpBuilder &b, Location loc) {
@@ -204,8 +245,8 @@ struct CakeTilePass : cake::impl::CakeTilePassBase<CakeTilePass> {
   void runOnOperation() override {
     auto emitError = [&] { return getOperation()->emitError("cake-tile: "); };
     TilingAttr defaultTiling = TilingAttr::getChecked(
-        emitError, &getContext(), int64_t(tileTokens), int64_t(vectorChannels),
-        int64_t(rowsAhead));
+        emitError, &getContext(), int64_t(vectorChannels),
+        int64_t(blockThreads), int64_t(stages), int64_t(unroll));
     if (!defaultTiling)
       return signalPassFailure();
     RewritePatternSet patterns(&getContext());

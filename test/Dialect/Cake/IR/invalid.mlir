@@ -1,9 +1,9 @@
 // RUN: cake-opt %s --split-input-file --verify-diagnostics
 
 // The tokens must be bf16.
-func.func @x_not_bf16(%x: memref<?x?xf32>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>) {
+func.func @x_not_bf16(%x: memref<?x?xf32>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
   // expected-error @+1 {{operand #0 must be 2D memref of bfloat16 type values}}
-  cake.conv1d_fwd %x, %w, %cu into %y {activation = #cake.activation<silu>, width = 4 : i64}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<silu>, width = 4 : i64}
       : memref<?x?xf32>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
   return
 }
@@ -11,9 +11,9 @@ func.func @x_not_bf16(%x: memref<?x?xf32>, %w: memref<?x4xf32>, %cu: memref<?xi3
 // -----
 
 // The tokens are [S, C].
-func.func @x_rank(%x: memref<?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>) {
+func.func @x_rank(%x: memref<?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
   // expected-error @+1 {{operand #0 must be 2D memref of bfloat16 type values}}
-  cake.conv1d_fwd %x, %w, %cu into %y {activation = #cake.activation<silu>, width = 4 : i64}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<silu>, width = 4 : i64}
       : memref<?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
   return
 }
@@ -21,9 +21,9 @@ func.func @x_rank(%x: memref<?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %
 // -----
 
 // The weight is fp32 or bf16.
-func.func @weight_f16(%x: memref<?x?xbf16>, %w: memref<?x4xf16>, %cu: memref<?xi32>, %y: memref<?x?xbf16>) {
+func.func @weight_f16(%x: memref<?x?xbf16>, %w: memref<?x4xf16>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
   // expected-error @+1 {{operand #1 must be 2D memref of 32-bit float or bfloat16 type values}}
-  cake.conv1d_fwd %x, %w, %cu into %y {activation = #cake.activation<silu>, width = 4 : i64}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<silu>, width = 4 : i64}
       : memref<?x?xbf16>, memref<?x4xf16>, memref<?xi32> -> memref<?x?xbf16>
   return
 }
@@ -31,9 +31,9 @@ func.func @weight_f16(%x: memref<?x?xbf16>, %w: memref<?x4xf16>, %cu: memref<?xi
 // -----
 
 // cu_seqlens is int32.
-func.func @cu_i64(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi64>, %y: memref<?x?xbf16>) {
+func.func @cu_i64(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi64>, %y: memref<?x?xbf16>, %n: index) {
   // expected-error @+1 {{operand #2 must be 1D memref of 32-bit signless integer values}}
-  cake.conv1d_fwd %x, %w, %cu into %y {activation = #cake.activation<silu>, width = 4 : i64}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<silu>, width = 4 : i64}
       : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi64> -> memref<?x?xbf16>
   return
 }
@@ -41,9 +41,9 @@ func.func @cu_i64(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi64>,
 // -----
 
 // One weight row per channel.
-func.func @weight_rows(%x: memref<?x16xbf16>, %w: memref<8x4xf32>, %cu: memref<?xi32>, %y: memref<?x16xbf16>) {
+func.func @weight_rows(%x: memref<?x16xbf16>, %w: memref<8x4xf32>, %cu: memref<?xi32>, %y: memref<?x16xbf16>, %n: index) {
   // expected-error @+1 {{'weight' has 8 rows but 'x' has 16 channels}}
-  cake.conv1d_fwd %x, %w, %cu into %y {activation = #cake.activation<silu>, width = 4 : i64}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<silu>, width = 4 : i64}
       : memref<?x16xbf16>, memref<8x4xf32>, memref<?xi32> -> memref<?x16xbf16>
   return
 }
@@ -51,9 +51,9 @@ func.func @weight_rows(%x: memref<?x16xbf16>, %w: memref<8x4xf32>, %cu: memref<?
 // -----
 
 // One weight column per tap.
-func.func @weight_columns(%x: memref<?x?xbf16>, %w: memref<?x3xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>) {
+func.func @weight_columns(%x: memref<?x?xbf16>, %w: memref<?x3xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
   // expected-error @+1 {{'weight' has 3 columns but the width is 4}}
-  cake.conv1d_fwd %x, %w, %cu into %y {activation = #cake.activation<silu>, width = 4 : i64}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<silu>, width = 4 : i64}
       : memref<?x?xbf16>, memref<?x3xf32>, memref<?xi32> -> memref<?x?xbf16>
   return
 }
@@ -61,9 +61,9 @@ func.func @weight_columns(%x: memref<?x?xbf16>, %w: memref<?x3xf32>, %cu: memref
 // -----
 
 // The width is 2 to 8.
-func.func @width_range(%x: memref<?x?xbf16>, %w: memref<?x9xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>) {
+func.func @width_range(%x: memref<?x?xbf16>, %w: memref<?x9xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
   // expected-error @+1 {{attribute 'width' failed to satisfy constraint: 64-bit signless integer attribute whose minimum value is 2 whose maximum value is 8}}
-  cake.conv1d_fwd %x, %w, %cu into %y {activation = #cake.activation<silu>, width = 9 : i64}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<silu>, width = 9 : i64}
       : memref<?x?xbf16>, memref<?x9xf32>, memref<?xi32> -> memref<?x?xbf16>
   return
 }
@@ -71,9 +71,9 @@ func.func @width_range(%x: memref<?x?xbf16>, %w: memref<?x9xf32>, %cu: memref<?x
 // -----
 
 // One bias element per channel.
-func.func @bias_shape(%x: memref<?x16xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %b: memref<8xf32>, %y: memref<?x16xbf16>) {
+func.func @bias_shape(%x: memref<?x16xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %b: memref<8xf32>, %y: memref<?x16xbf16>, %n: index) {
   // expected-error @+1 {{'bias' has 8 elements but 'x' has 16 channels}}
-  cake.conv1d_fwd %x, %w, %cu bias %b : memref<8xf32> into %y {activation = #cake.activation<silu>, width = 4 : i64}
+  cake.conv1d_fwd %x, %w, %cu bias %b : memref<8xf32> into %y parts %n {activation = #cake.activation<silu>, width = 4 : i64}
       : memref<?x16xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x16xbf16>
   return
 }
@@ -81,9 +81,9 @@ func.func @bias_shape(%x: memref<?x16xbf16>, %w: memref<?x4xf32>, %cu: memref<?x
 // -----
 
 // The output has the tokens' shape.
-func.func @y_shape(%x: memref<?x16xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x8xbf16>) {
+func.func @y_shape(%x: memref<?x16xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x8xbf16>, %n: index) {
   // expected-error @+1 {{'y' has shape ?x8 but 'x' has shape ?x16}}
-  cake.conv1d_fwd %x, %w, %cu into %y {activation = #cake.activation<silu>, width = 4 : i64}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<silu>, width = 4 : i64}
       : memref<?x16xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x8xbf16>
   return
 }
@@ -91,21 +91,32 @@ func.func @y_shape(%x: memref<?x16xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32
 // -----
 
 // Activations are none or silu.
-func.func @unknown_activation(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>) {
+func.func @unknown_activation(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
   // expected-error @+2 {{expected one of [none, silu] for activation applied to the preactivation, got: gelu}}
   // expected-error @+1 {{failed to parse Cake_ActivationAttr parameter 'value'}}
-  cake.conv1d_fwd %x, %w, %cu into %y {activation = #cake.activation<gelu>, width = 4 : i64}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<gelu>, width = 4 : i64}
       : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
   return
 }
 
 // -----
 
-// A tiling whose chunk is not whole groups of rows in flight.
-func.func @tiling_rows_ahead(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>) {
-  // expected-error @+2 {{tile_tokens (60) must be a positive multiple of rows_ahead (8)}}
-  cake.conv1d_fwd %x, %w, %cu into %y {activation = #cake.activation<silu>, width = 4 : i64,
-      tiling = #cake.tiling<tile_tokens = 60, vector_channels = 8, rows_ahead = 8>}
+// A tiling whose block is not whole warps.
+func.func @tiling_block(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
+  // expected-error @+2 {{block_threads (100) must be a multiple of 32 up to 1024}}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<silu>, width = 4 : i64,
+      tiling = #cake.tiling<vector_channels = 8, block_threads = 100, stages = 4, unroll = 1>}
+      : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
+  return
+}
+
+// -----
+
+// A tiling that unrolls no rows.
+func.func @tiling_unroll(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
+  // expected-error @+2 {{unroll (0) must be positive}}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<silu>, width = 4 : i64,
+      tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 0>}
       : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
   return
 }
@@ -113,10 +124,10 @@ func.func @tiling_rows_ahead(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: mem
 // -----
 
 // A tiling whose vector is not a power of two.
-func.func @tiling_vector(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>) {
-  // expected-error @+2 {{vector_channels (6) must be a power of two}}
-  cake.conv1d_fwd %x, %w, %cu into %y {activation = #cake.activation<silu>, width = 4 : i64,
-      tiling = #cake.tiling<tile_tokens = 64, vector_channels = 6, rows_ahead = 4>}
+func.func @tiling_vector(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
+  // expected-error @+2 {{vector_channels (6) must be a power of two up to 16}}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<silu>, width = 4 : i64,
+      tiling = #cake.tiling<vector_channels = 6, block_threads = 128, stages = 4, unroll = 1>}
       : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
   return
 }
@@ -219,24 +230,33 @@ func.func @unknown_policy(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref
 // A tile's vector divides the channels.
 func.func @tile_vector(%x: memref<?x12xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x12xbf16>, %i: index) {
   // expected-error @+1 {{'x' has 12 channels, not a multiple of vector_channels = 8}}
-  cake.fwd_tile %x, %w, %cu into %y at [%i, %i]
-      {activation = #cake.activation<silu>, width = 4 : i64, tile_tokens = 64 : i64,
-       vector_channels = 8 : i64, rows_ahead = 4 : i64}
+  cake.fwd_tile %x, %w, %cu into %y rows [%i, %i) col %i
+      {activation = #cake.activation<silu>, width = 4 : i64,
+       tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 1>}
       : memref<?x12xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x12xbf16>
   return
 }
 
 // -----
 
-// A tile's chunk is whole groups of rows in flight.
-func.func @tile_rows_ahead(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %dy: memref<?x?xbf16>,
-                           %p: memref<?x?xf32>, %i: index) {
-  // expected-error @+1 {{tile_tokens (64) must be a multiple of rows_ahead (3)}}
-  cake.bwd_tile %x, %w, %cu, %dy into %dy, %p at [%i, %i]
-      {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<bf16>, width = 4 : i64,
-       tile_tokens = 64 : i64, vector_channels = 8 : i64, rows_ahead = 3 : i64}
+// A backward tile's partial rows hold the policy's accumulator.
+func.func @tile_partials(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %dy: memref<?x?xbf16>,
+                         %p: memref<?x?xf32>, %i: index) {
+  // expected-error @+1 {{'partials' must hold 'f64' under silu_grad fp32, got 'f32'}}
+  cake.bwd_tile %x, %w, %cu, %dy into %dy, %p rows [%i, %i) col %i part %i
+      {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<fp32>, width = 4 : i64,
+       tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 1>}
       : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32>, memref<?x?xbf16>
         -> memref<?x?xbf16>, memref<?x?xf32>
+  return
+}
+
+// -----
+
+// The activation math is on floats.
+func.func @silu_int(%v: vector<8xi32>) {
+  // expected-error @+1 {{operand #0 must be floating-point-like}}
+  %0 = cake.silu %v : vector<8xi32>
   return
 }
 

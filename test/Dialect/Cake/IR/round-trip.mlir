@@ -3,10 +3,10 @@
 
 // The forward with bias, at the op level.
 // CHECK-LABEL: func.func @fwd_bias
-// CHECK: cake.conv1d_fwd %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} : memref<?xf32> into %{{.*}} {activation = #cake.activation<silu>, width = 4 : i64}
+// CHECK: cake.conv1d_fwd %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} : memref<?xf32> into %{{.*}} parts %{{.*}} {activation = #cake.activation<silu>, width = 4 : i64}
 func.func @fwd_bias(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>,
-                    %b: memref<?xf32>, %y: memref<?x?xbf16>) {
-  cake.conv1d_fwd %x, %w, %cu bias %b : memref<?xf32> into %y
+                    %b: memref<?xf32>, %y: memref<?x?xbf16>, %n: index) {
+  cake.conv1d_fwd %x, %w, %cu bias %b : memref<?xf32> into %y parts %n
       {activation = #cake.activation<silu>, width = 4 : i64}
       : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
   return
@@ -16,12 +16,12 @@ func.func @fwd_bias(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32
 
 // Without bias, no activation, another width, static shapes, its own tiling.
 // CHECK-LABEL: func.func @fwd_plain
-// CHECK: cake.conv1d_fwd %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}} {activation = #cake.activation<none>, tiling = #cake.tiling<tile_tokens = 32, vector_channels = 4, rows_ahead = 8>, width = 2 : i64}
+// CHECK: cake.conv1d_fwd %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}} parts %{{.*}} {activation = #cake.activation<none>, tiling = #cake.tiling<vector_channels = 4, block_threads = 64, stages = 0, unroll = 2>, width = 2 : i64}
 func.func @fwd_plain(%x: memref<16x8xbf16>, %w: memref<8x2xbf16>, %cu: memref<3xi32>,
-                     %y: memref<16x8xbf16>) {
-  cake.conv1d_fwd %x, %w, %cu into %y
+                     %y: memref<16x8xbf16>, %n: index) {
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n
       {activation = #cake.activation<none>, width = 2 : i64,
-       tiling = #cake.tiling<tile_tokens = 32, vector_channels = 4, rows_ahead = 8>}
+       tiling = #cake.tiling<vector_channels = 4, block_threads = 64, stages = 0, unroll = 2>}
       : memref<16x8xbf16>, memref<8x2xbf16>, memref<3xi32> -> memref<16x8xbf16>
   return
 }
@@ -59,23 +59,28 @@ func.func @bwd_fp32(%x: memref<?x?xbf16>, %w: memref<?x4xbf16>, %cu: memref<?xi3
 
 // -----
 
-// The tile-level ops.
+// The tile-level ops and the activation math.
 // CHECK-LABEL: func.func @tiles
-// CHECK: cake.fwd_tile %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} : memref<?xf32> into %{{.*}} at[%[[ROW:.*]], %[[COL:.*]]] {activation = #cake.activation<silu>, rows_ahead = 4 : i64, tile_tokens = 64 : i64, vector_channels = 8 : i64, width = 4 : i64}
-// CHECK: cake.bwd_tile %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}}, %{{.*}} at[%[[ROW]], %[[COL]]] {activation = #cake.activation<silu>, rows_ahead = 2 : i64, silu_grad = #cake.silu_grad<bf16>, tile_tokens = 64 : i64, vector_channels = 8 : i64, width = 4 : i64}
+// CHECK: cake.fwd_tile %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} : memref<?xf32> into %{{.*}} rows[%[[FIRST:.*]], %[[END:.*]]) col %[[COL:.*]] {activation = #cake.activation<silu>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 8, unroll = 1>, width = 4 : i64}
+// CHECK: cake.bwd_tile %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}}, %{{.*}} rows[%[[FIRST]], %[[END]]) col %[[COL]] part %{{.*}} {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<bf16>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 1>, width = 4 : i64}
 // CHECK: cake.partials_reduce %{{.*}} into %{{.*}}, %{{.*}} : memref<?xf32> : memref<?x?xf32> -> memref<?x4xf32>
+// CHECK: cake.silu %{{.*}} {approx} : vector<8xf32>
+// CHECK: cake.silu_derivative %{{.*}} : f32
 func.func @tiles(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>,
                  %b: memref<?xf32>, %y: memref<?x?xbf16>, %p: memref<?x?xf32>,
-                 %dw: memref<?x4xf32>, %db: memref<?xf32>, %row: index, %col: index) {
-  cake.fwd_tile %x, %w, %cu bias %b : memref<?xf32> into %y at [%row, %col]
-      {activation = #cake.activation<silu>, width = 4 : i64, tile_tokens = 64 : i64,
-       vector_channels = 8 : i64, rows_ahead = 4 : i64}
+                 %dw: memref<?x4xf32>, %db: memref<?xf32>, %first: index, %end: index,
+                 %col: index, %part: index, %v: vector<8xf32>, %s: f32) {
+  cake.fwd_tile %x, %w, %cu bias %b : memref<?xf32> into %y rows [%first, %end) col %col
+      {activation = #cake.activation<silu>, width = 4 : i64,
+       tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 8, unroll = 1>}
       : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
-  cake.bwd_tile %x, %w, %cu, %x into %y, %p at [%row, %col]
+  cake.bwd_tile %x, %w, %cu, %x into %y, %p rows [%first, %end) col %col part %part
       {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<bf16>, width = 4 : i64,
-       tile_tokens = 64 : i64, vector_channels = 8 : i64, rows_ahead = 2 : i64}
+       tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 1>}
       : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32>, memref<?x?xbf16>
         -> memref<?x?xbf16>, memref<?x?xf32>
   cake.partials_reduce %p into %dw, %db : memref<?xf32> : memref<?x?xf32> -> memref<?x4xf32>
+  %0 = cake.silu %v {approx} : vector<8xf32>
+  %1 = cake.silu_derivative %s : f32
   return
 }

@@ -1,12 +1,12 @@
 // RUN: cake-opt %s --split-input-file --cake-tile --verify-diagnostics
 
 // Channels the vector does not divide cannot be tiled.
-func.func @channels(%x: memref<?x12xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x12xbf16>) {
+func.func @channels(%x: memref<?x12xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x12xbf16>, %n: index) {
   // expected-error @+1 {{could not be tiled (channels not a multiple of vector-channels?)}}
-  cake.conv1d_fwd %x, %w, %cu into %y {activation = #cake.activation<silu>, width = 4 : i64}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<silu>, width = 4 : i64}
       : memref<?x12xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x12xbf16>
   return
 }
 
-// RUN: not cake-opt %s --cake-tile="tile-tokens=60 rows-ahead=8" 2>&1 | FileCheck %s --check-prefix=BADOPTS
-// BADOPTS: tile_tokens (60) must be a positive multiple of rows_ahead (8)
+// RUN: not cake-opt %s --cake-tile="block-threads=100 stages=2" 2>&1 | FileCheck %s --check-prefix=BADOPTS
+// BADOPTS: block_threads (100) must be a multiple of 32 up to 1024

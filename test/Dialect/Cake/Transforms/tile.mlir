@@ -1,26 +1,30 @@
 // RUN: cake-opt %s --split-input-file --cake-tile | FileCheck %s
-// RUN: cake-opt %s --split-input-file --cake-tile="tile-tokens=32 vector-channels=4 rows-ahead=4" | FileCheck %s --check-prefix=OPTS
+// RUN: cake-opt %s --split-input-file --cake-tile="vector-channels=4 block-threads=256 stages=2 unroll=4" | FileCheck %s --check-prefix=OPTS
 
-// The forward becomes one forall over (chunk, group) pairs, groups fastest.
+// The forward becomes one forall over (part, group) pairs, groups fastest;
+// part p covers the tokens [p * S / parts, (p + 1) * S / parts).
 // CHECK-LABEL: func.func @fwd
-// CHECK-SAME: (%[[X:.*]]: memref<?x?xbf16>, %[[W:.*]]: memref<?x4xf32>, %[[CU:.*]]: memref<?xi32>, %[[B:.*]]: memref<?xf32>, %[[Y:.*]]: memref<?x?xbf16>)
+// CHECK-SAME: (%[[X:.*]]: memref<?x?xbf16>, %[[W:.*]]: memref<?x4xf32>, %[[CU:.*]]: memref<?xi32>, %[[B:.*]]: memref<?xf32>, %[[Y:.*]]: memref<?x?xbf16>, %[[PARTS:.*]]: index)
 // CHECK-DAG: %[[C:.*]] = memref.dim %[[X]], %c1
 // CHECK-DAG: %[[GROUPS:.*]] = arith.divui %[[C]], %c8
 // CHECK-DAG: %[[S:.*]] = memref.dim %[[X]], %c0
-// CHECK-DAG: %[[CHUNKS:.*]] = arith.ceildivui %[[S]], %c64
-// CHECK: %[[TILES:.*]] = arith.muli %[[CHUNKS]], %[[GROUPS]]
+// CHECK: %[[TILES:.*]] = arith.muli %[[PARTS]], %[[GROUPS]]
 // CHECK: scf.forall (%[[I:.*]]) in (%[[TILES]])
-// CHECK:   %[[CHUNK:.*]] = arith.divui %[[I]], %[[GROUPS]]
+// CHECK:   %[[PART:.*]] = arith.divui %[[I]], %[[GROUPS]]
 // CHECK:   %[[GROUP:.*]] = arith.remui %[[I]], %[[GROUPS]]
-// CHECK:   %[[ROW:.*]] = arith.muli %[[CHUNK]], %c64
 // CHECK:   %[[COL:.*]] = arith.muli %[[GROUP]], %c8
-// CHECK:   cake.fwd_tile %[[X]], %[[W]], %[[CU]] bias %[[B]] : memref<?xf32> into %[[Y]] at[%[[ROW]], %[[COL]]] {activation = #cake.activation<silu>, rows_ahead = 8 : i64, tile_tokens = 64 : i64, vector_channels = 8 : i64, width = 4 : i64}
+// CHECK:   %[[LO:.*]] = arith.muli %[[PART]], %[[S]]
+// CHECK:   %[[FIRST:.*]] = arith.divui %[[LO]], %[[PARTS]]
+// CHECK:   %[[NEXT:.*]] = arith.addi %[[PART]], %c1
+// CHECK:   %[[HI:.*]] = arith.muli %[[NEXT]], %[[S]]
+// CHECK:   %[[END:.*]] = arith.divui %[[HI]], %[[PARTS]]
+// CHECK:   cake.fwd_tile %[[X]], %[[W]], %[[CU]] bias %[[B]] : memref<?xf32> into %[[Y]] rows[%[[FIRST]], %[[END]]) col %[[COL]] {activation = #cake.activation<silu>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 8, unroll = 1>, width = 4 : i64}
 // CHECK-NOT: cake.conv1d_fwd
 // OPTS-LABEL: func.func @fwd
-// OPTS: cake.fwd_tile {{.*}} {activation = #cake.activation<silu>, rows_ahead = 4 : i64, tile_tokens = 32 : i64, vector_channels = 4 : i64, width = 4 : i64}
+// OPTS: cake.fwd_tile {{.*}} tiling = #cake.tiling<vector_channels = 4, block_threads = 256, stages = 2, unroll = 4>
 func.func @fwd(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>,
-               %b: memref<?xf32>, %y: memref<?x?xbf16>) {
-  cake.conv1d_fwd %x, %w, %cu bias %b : memref<?xf32> into %y
+               %b: memref<?xf32>, %y: memref<?x?xbf16>, %parts: index) {
+  cake.conv1d_fwd %x, %w, %cu bias %b : memref<?xf32> into %y parts %parts
       {activation = #cake.activation<silu>, width = 4 : i64}
       : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
   return
@@ -30,34 +34,43 @@ func.func @fwd(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>,
 
 // An op's own tiling wins over the pass options.
 // CHECK-LABEL: func.func @own_tiling
-// CHECK: cake.fwd_tile {{.*}} {activation = #cake.activation<none>, rows_ahead = 2 : i64, tile_tokens = 16 : i64, vector_channels = 2 : i64, width = 2 : i64}
+// CHECK: cake.fwd_tile {{.*}} {activation = #cake.activation<none>, tiling = #cake.tiling<vector_channels = 2, block_threads = 32, stages = 0, unroll = 1>, width = 2 : i64}
 // OPTS-LABEL: func.func @own_tiling
-// OPTS: rows_ahead = 2 : i64, tile_tokens = 16 : i64, vector_channels = 2 : i64
-func.func @own_tiling(%x: memref<?x?xbf16>, %w: memref<?x2xbf16>, %cu: memref<?xi32>, %y: memref<?x?xbf16>) {
-  cake.conv1d_fwd %x, %w, %cu into %y
+// OPTS: tiling = #cake.tiling<vector_channels = 2, block_threads = 32, stages = 0, unroll = 1>
+func.func @own_tiling(%x: memref<?x?xbf16>, %w: memref<?x2xbf16>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %parts: index) {
+  cake.conv1d_fwd %x, %w, %cu into %y parts %parts
       {activation = #cake.activation<none>, width = 2 : i64,
-       tiling = #cake.tiling<tile_tokens = 16, vector_channels = 2, rows_ahead = 2>}
+       tiling = #cake.tiling<vector_channels = 2, block_threads = 32, stages = 0, unroll = 1>}
       : memref<?x?xbf16>, memref<?x2xbf16>, memref<?xi32> -> memref<?x?xbf16>
   return
 }
 
 // -----
 
-// The backward becomes a forall over (partial row, group) of fused tiles,
-// then a forall over gradient columns, each summing its column in row order.
+// The backward: the same forall of fused tiles with one part per partial row,
+// then a forall over gradient columns; each sums its column in one fixed
+// order: four interleaved running sums, combined pairwise, then the rows left.
 // CHECK-LABEL: func.func @bwd
 // CHECK-SAME: %[[DW:[a-z0-9]+]]: memref<?x4xf32>, %[[DB:[a-z0-9]+]]: memref<?xf32>, %[[P:[a-z0-9]+]]: memref<?x?xf32>)
-// CHECK: %[[ROWS:.*]] = memref.dim %[[P]], %c0
-// CHECK: scf.forall (%[[R:.*]], %[[G:.*]]) in (%[[ROWS]], %{{.*}})
-// CHECK:   %[[COL:.*]] = arith.muli %[[G]], %c8
-// CHECK:   cake.bwd_tile {{.*}} into %{{.*}}, %[[P]] at[%[[R]], %[[COL]]] {activation = #cake.activation<silu>, rows_ahead = 8 : i64, silu_grad = #cake.silu_grad<bf16>, tile_tokens = 64 : i64, vector_channels = 8 : i64, width = 4 : i64}
+// CHECK: %[[PARTS:.*]] = memref.dim %[[P]], %c0
+// CHECK: %[[TILES:.*]] = arith.muli %[[PARTS]], %{{.*}}
+// CHECK: scf.forall (%[[I:.*]]) in (%[[TILES]])
+// CHECK:   %[[PART:.*]] = arith.divui %[[I]], %{{.*}}
+// CHECK:   cake.bwd_tile {{.*}} into %{{.*}}, %[[P]] rows[%{{.*}}, %{{.*}}) col %{{.*}} part %[[PART]] {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<bf16>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 8, unroll = 1>, width = 4 : i64}
 // CHECK: %[[C:.*]] = memref.dim %[[DW]], %c0
 // CHECK: %[[WCOLS:.*]] = arith.muli %[[C]], %c4
 // CHECK: %[[COLS:.*]] = arith.addi %[[WCOLS]], %[[C]]
 // CHECK: scf.forall (%[[J:.*]]) in (%[[COLS]])
-// CHECK:   %[[SUM:.*]] = scf.for %[[ROW:.*]] = %c0 to %{{.*}} step %c1 iter_args(%[[ACC:.*]] = %cst) -> (f32)
-// CHECK:     %[[PART:.*]] = memref.load %[[P]][%[[ROW]], %[[J]]]
-// CHECK:     arith.addf %[[ACC]], %[[PART]]
+// CHECK:   %[[ROWS:.*]] = memref.dim %[[P]], %c0
+// CHECK:   %[[QUADS:.*]] = arith.divui %[[ROWS]], %c4
+// CHECK:   %[[BLOCKED:.*]] = arith.muli %[[QUADS]], %c4
+// CHECK:   %[[S:.*]]:4 = scf.for %[[R:.*]] = %c0 to %[[BLOCKED]] step %c4 iter_args(%[[A0:.*]] = %cst, %[[A1:.*]] = %cst, %[[A2:.*]] = %cst, %[[A3:.*]] = %cst)
+// CHECK:     %[[P0:.*]] = memref.load %[[P]][%[[R]], %[[J]]]
+// CHECK:     arith.addf %[[A0]], %[[P0]]
+// CHECK-DAG: %[[S01:.*]] = arith.addf %[[S]]#0, %[[S]]#1
+// CHECK-DAG: %[[S23:.*]] = arith.addf %[[S]]#2, %[[S]]#3
+// CHECK:   %[[S0123:.*]] = arith.addf %[[S01]], %[[S23]]
+// CHECK:   %[[SUM:.*]] = scf.for %{{.*}} = %[[BLOCKED]] to %[[ROWS]] step %c1 iter_args(%{{.*}} = %[[S0123]])
 // CHECK:   %[[IS_W:.*]] = arith.cmpi ult, %[[J]], %[[WCOLS]]
 // CHECK:   scf.if %[[IS_W]]
 // CHECK:     memref.store %[[SUM]], %[[DW]]

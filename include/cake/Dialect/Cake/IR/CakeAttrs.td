@@ -33,14 +33,22 @@ def Cake_SiluGradAttr : EnumAttr<Cake_Dialect, Cake_SiluGrad, "silu_grad"> {
   let assemblyFormat = "`<` $value `>`";
 }
 
-// How an op-level op is split into per-thread tiles. Without it, the options
-// of cake-tile decide; with it, the op decides for itself (kernels of
-// different routes want different register budgets).
+// How a tile is mapped to threads and fed. Without it, the options of
+// cake-tile decide; with it, the op decides for itself (kernels of different
+// routes want different register budgets).
 def Cake_TilingAttr : AttrDef<Cake_Dialect, "Tiling"> {
   let mnemonic = "tiling";
-  let summary = "tile shape and pipelining depth of one op";
-  let parameters = (ins "int64_t":$tile_tokens, "int64_t":$vector_channels,
-                        "int64_t":$rows_ahead);
+  let summary = "channels per thread, threads per block and load pipelining";
+  let description = [{
+    - `vector_channels`: channels one thread owns (8 bf16 are one 16-byte
+      access);
+    - `block_threads`: threads per GPU block (a multiple of 32);
+    - `stages`: row loads in flight ahead of the row being computed, staged
+      through shared memory on the GPU (0: loads go straight to registers);
+    - `unroll`: rows per iteration of the row loop.
+  }];
+  let parameters = (ins "int64_t":$vector_channels, "int64_t":$block_threads,
+                        "int64_t":$stages, "int64_t":$unroll);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

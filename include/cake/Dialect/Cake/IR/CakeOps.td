@@ -6,6 +6,7 @@
 
 include "cake/Dialect/Cake/IR/CakeAttrs.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 
 class Cake_Op<string mnemonic, list<Trait> traits = []>
     : Op<Cake_Dialect, mnemonic, traits>;
@@ -21,9 +22,6 @@ def Cake_CuSeqlens : MemRefRankOf<[I32], [1]>;            // [docs + 1]
 def Cake_Partials : MemRefRankOf<[F32, F64], [2]>;        // [R, (width+1) * C]
 
 def Cake_Width : ConfinedAttr<I64Attr, [IntMinValue<2>, IntMaxValue<8>]>;
-def Cake_TileTokens : ConfinedAttr<I64Attr, [IntPositive]>;
-def Cake_VectorChannels : ConfinedAttr<I64Attr, [IntPositive, IntPowerOf2]>;
-def Cake_RowsAhead : ConfinedAttr<I64Attr, [IntPositive]>;
 
 //===----------------------------------------------------------------------===//
 // Op level
@@ -41,8 +39,13 @@ def Cake_Conv1dFwdOp : Cake_Op<"conv1d_fwd"> {
     in fp32. `weight[c, width - 1]` multiplies the current token. Tokens never
     read across a document start.
 
+    The tokens are split into `parts` contiguous ranges of near-equal length
+    (part `p` is `[p * S / parts, (p + 1) * S / parts)`), worked on in
+    parallel: the caller picks `parts` to fill the machine. The result does not
+    depend on it.
+
     ```mlir
-    cake.conv1d_fwd %x, %w, %cu bias %b : memref<?xf32> into %y
+    cake.conv1d_fwd %x, %w, %cu bias %b : memref<?xf32> into %y parts %p
         {activation = #cake.activation<silu>, width = 4 : i64}
         : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
     ```
@@ -53,12 +56,14 @@ def Cake_Conv1dFwdOp : Cake_Op<"conv1d_fwd"> {
     Arg<Cake_CuSeqlens, "", [MemRead]>:$cu_seqlens,
     Arg<Optional<Cake_Bias>, "", [MemRead]>:$bias,
     Arg<Cake_Tokens, "", [MemWrite]>:$y,
+    Index:$parts,
     Cake_Width:$width,
     Cake_ActivationAttr:$activation,
     OptionalAttr<Cake_TilingAttr>:$tiling);
   let assemblyFormat = [{
     $x `,` $weight `,` $cu_seqlens (`bias` $bias^ `:` type($bias))? `into` $y
-    attr-dict `:` type($x) `,` type($weight) `,` type($cu_seqlens) `->` type($y)
+    `parts` $parts attr-dict `:` type($x) `,` type($weight) `,`
+    type($cu_seqlens) `->` type($y)
   }];
   let hasVerifier = 1;
 }
@@ -77,8 +82,10 @@ def Cake_Conv1dBwdOp : Cake_Op<"conv1d_bwd", [AttrSizedOperandSegments]> {
     where `dx` sums only over tokens of `u`'s document. The weight and bias
     gradients are summed through `partials` ([R, (width + 1) * C], f32 under
     silu_grad bf16 and f64 under fp32): R partial rows, then a sum of the rows in
-    a fixed order, so the result does not depend on scheduling. `dweight` and
-    `dbias` take the element types the caller wants (the parameters' own).
+    a fixed order, so the result does not depend on scheduling. Partial row
+    `r` covers the tokens of part `r` (`[r * S / R, (r + 1) * S / R)`).
+    `dweight` and `dbias` take the element types the caller wants (the
+    parameters' own).
   }];
   let arguments = (ins
     Arg<Cake_Tokens, "", [MemRead]>:$x,
@@ -111,11 +118,10 @@ def Cake_Conv1dBwdOp : Cake_Op<"conv1d_bwd", [AttrSizedOperandSegments]> {
 def Cake_FwdTileOp : Cake_Op<"fwd_tile"> {
   let summary = "one thread's tile of the forward: taps, bias and activation";
   let description = [{
-    Computes `y` of `cake.conv1d_fwd` for the tokens
-    `[row, min(row + tile_tokens, S))` and the channels
-    `[col, col + vector_channels)`. Taps, bias and activation are fused: `x` is
-    read once and `pre` never leaves registers. The loads of the next
-    `rows_ahead` tokens are in flight while a token is computed.
+    Computes `y` of `cake.conv1d_fwd` for the tokens `[first, end)` and the
+    channels `[col, col + vector_channels)`. Taps, bias and activation are
+    fused: `x` is read once and `pre` never leaves registers. `tiling` says how
+    the tile is fed (see `#cake.tiling`).
   }];
   let arguments = (ins
     Arg<Cake_Tokens, "", [MemRead]>:$x,
@@ -123,17 +129,16 @@ def Cake_FwdTileOp : Cake_Op<"fwd_tile"> {
     Arg<Cake_CuSeqlens, "", [MemRead]>:$cu_seqlens,
     Arg<Optional<Cake_Bias>, "", [MemRead]>:$bias,
     Arg<Cake_Tokens, "", [MemWrite]>:$y,
-    Index:$row,
+    Index:$first,
+    Index:$end,
     Index:$col,
     Cake_Width:$width,
     Cake_ActivationAttr:$activation,
-    Cake_TileTokens:$tile_tokens,
-    Cake_VectorChannels:$vector_channels,
-    Cake_RowsAhead:$rows_ahead);
+    Cake_TilingAttr:$tiling);
   let assemblyFormat = [{
     $x `,` $weight `,` $cu_seqlens (`bias` $bias^ `:` type($bias))? `into` $y
-    `at` `[` $row `,` $col `]` attr-dict `:` type($x) `,` type($weight) `,`
-    type($cu_seqlens) `->` type($y)
+    `rows` `[` $first `,` $end `)` `col` $col attr-dict `:` type($x) `,`
+    type($weight) `,` type($cu_seqlens) `->` type($y)
   }];
   let hasVerifier = 1;
 }
@@ -141,13 +146,12 @@ def Cake_FwdTileOp : Cake_Op<"fwd_tile"> {
 def Cake_BwdTileOp : Cake_Op<"bwd_tile"> {
   let summary = "one thread's share of the backward: recompute, SiLU', dx, partials";
   let description = [{
-    With R the number of rows of `partials`, computes `dx` of `cake.conv1d_bwd`
-    for the token chunks `part, part + R, part + 2R, ...` (chunks of
-    `tile_tokens` tokens) and the channels `[col, col + vector_channels)`, and
-    writes those chunks' contribution to the weight (and bias) gradient of
-    these channels into row `part` of `partials`. Fused: the preactivation is
-    recomputed in registers, `x` and `dy` are read once per chunk, and the
-    partial sums stay in registers until the last chunk.
+    Computes `dx` of `cake.conv1d_bwd` for the tokens `[first, end)` and the
+    channels `[col, col + vector_channels)`, and writes those tokens'
+    contribution to the weight (and bias) gradient of these channels into row
+    `part` of `partials`. Fused: the preactivation is recomputed in registers,
+    `x` and `dy` are read once (plus a halo of `width - 1` rows on each side),
+    and the partial sums stay in registers until the end.
   }];
   let arguments = (ins
     Arg<Cake_Tokens, "", [MemRead]>:$x,
@@ -157,19 +161,19 @@ def Cake_BwdTileOp : Cake_Op<"bwd_tile"> {
     Arg<Optional<Cake_Bias>, "", [MemRead]>:$bias,
     Arg<Cake_Tokens, "", [MemWrite]>:$dx,
     Arg<Cake_Partials, "", [MemWrite]>:$partials,
-    Index:$part,
+    Index:$first,
+    Index:$end,
     Index:$col,
+    Index:$part,
     Cake_Width:$width,
     Cake_ActivationAttr:$activation,
     Cake_SiluGradAttr:$silu_grad,
-    Cake_TileTokens:$tile_tokens,
-    Cake_VectorChannels:$vector_channels,
-    Cake_RowsAhead:$rows_ahead);
+    Cake_TilingAttr:$tiling);
   let assemblyFormat = [{
     $x `,` $weight `,` $cu_seqlens `,` $dy (`bias` $bias^ `:` type($bias))?
-    `into` $dx `,` $partials `at` `[` $part `,` $col `]` attr-dict `:`
-    type($x) `,` type($weight) `,` type($cu_seqlens) `,` type($dy) `->`
-    type($dx) `,` type($partials)
+    `into` $dx `,` $partials `rows` `[` $first `,` $end `)` `col` $col `part`
+    $part attr-dict `:` type($x) `,` type($weight) `,` type($cu_seqlens) `,`
+    type($dy) `->` type($dx) `,` type($partials)
   }];
   let hasVerifier = 1;
 }
@@ -178,9 +182,9 @@ def Cake_PartialsReduceOp : Cake_Op<"partials_reduce"> {
   let summary = "sum the partial rows of the weight gradient in a fixed order";
   let description = [{
     `dweight[c, k] = sum_r partials[r, c * width + k]` and
-    `dbias[c] = sum_r partials[r, width * C + c]`, summed over `r = 0, 1, ...`
-    in that order in the element type of `partials`, then rounded to the
-    gradients' element types. With no rows, the gradients are zero.
+    `dbias[c] = sum_r partials[r, width * C + c]`, summed in the element type
+    of `partials` in one fixed order, then rounded to the gradients' element
+    types. With no rows, the gradients are zero.
   }];
   let arguments = (ins
     Arg<Cake_Partials, "", [MemRead]>:$partials,
@@ -191,6 +195,35 @@ def Cake_PartialsReduceOp : Cake_Op<"partials_reduce"> {
     type($partials) `->` type($dweight)
   }];
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Activation math
+//===----------------------------------------------------------------------===//
+
+class Cake_ActivationMathOp<string mnemonic>
+    : Cake_Op<mnemonic, [Pure, Elementwise, SameOperandsAndResultType]> {
+  let arguments = (ins FloatLike:$operand, UnitAttr:$approx);
+  let results = (outs FloatLike:$result);
+  let assemblyFormat = "$operand attr-dict `:` type($result)";
+}
+
+def Cake_SiluOp : Cake_ActivationMathOp<"silu"> {
+  let summary = "x * sigmoid(x)";
+  let description = [{
+    Elementwise SiLU. It saturates: finite for every finite input, never
+    flushing a representable result to zero, and NaN where the float64 formula
+    is (`-inf * sigmoid(-inf)`). With `approx`, exp2 and the reciprocal may be
+    hardware approximations within 2 ulp.
+  }];
+}
+
+def Cake_SiluDerivativeOp : Cake_ActivationMathOp<"silu_derivative"> {
+  let summary = "sigmoid(x) * (1 + x * (1 - sigmoid(x)))";
+  let description = [{
+    Elementwise derivative of SiLU, with the saturation and `approx` of
+    `cake.silu`. `1 - sigmoid(x)` is computed without cancellation.
+  }];
 }
 
 #endif // CAKE_DIALECT_CAKE_IR_CAKEOPS_TD

@@ -23,27 +23,28 @@ struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
   PassOptions::Option<unsigned> optLevel{
       *this, "opt-level", llvm::cl::desc("LLVM optimization level"),
       llvm::cl::init(3)};
-  PassOptions::Option<int64_t> tileTokens{
-      *this, "tile-tokens", llvm::cl::desc("Tokens one thread walks per tile"),
-      llvm::cl::init(64)};
   PassOptions::Option<int64_t> vectorChannels{
       *this, "vector-channels", llvm::cl::desc("Channels one thread owns"),
       llvm::cl::init(8)};
   PassOptions::Option<int64_t> blockThreads{
       *this, "block-threads", llvm::cl::desc("Threads per block"),
       llvm::cl::init(128)};
-  PassOptions::Option<int64_t> rowsAhead{
-      *this, "rows-ahead",
-      llvm::cl::desc("Rows whose loads are in flight during compute"),
+  PassOptions::Option<int64_t> stages{
+      *this, "stages",
+      llvm::cl::desc("Row loads in flight ahead of the row being computed"),
       llvm::cl::init(8)};
+  PassOptions::Option<int64_t> unroll{
+      *this, "unroll", llvm::cl::desc("Rows per iteration of the row loop"),
+      llvm::cl::init(1)};
   PassOptions::Option<bool> fastMath{
       *this, "fast-math",
-      llvm::cl::desc("Approximate exp2 and reciprocal in the sigmoid"),
+      llvm::cl::desc("Let the activation use hardware approximations"),
       llvm::cl::init(true)};
 };
 
 /// Cake ops to `gpu.func` kernels in `gpu.module @cake_kernels`, expanded to
-/// loops over registers (arith, math, memref, scf, vector, nvvm).
+/// row loops over vectors with their loads staged (arith, cake activation
+/// math, memref, nvgpu, nvvm, scf, vector).
 void buildCakeToKernelsPipeline(OpPassManager &pm,
                                 const CakeToPTXOptions &options);
 

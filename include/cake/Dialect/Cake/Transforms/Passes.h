@@ -10,6 +10,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/Pass.h"
@@ -27,9 +28,9 @@ namespace cake {
 void populateCakeTilePatterns(RewritePatternSet &patterns,
                               TilingAttr defaultTiling);
 
-/// Patterns that expand the tile-level cake ops into loops over registers.
-void populateCakeLowerTilesPatterns(RewritePatternSet &patterns,
-                                    bool fastMath);
+/// Marks the `scf.for` over a tile's rows with the tile's `#cake.tiling`:
+/// cake-expand-tiles unrolls it, cake-stage-rows stages its loads.
+inline constexpr StringLiteral kRowLoopAttrName = "cake.row_loop";
 
 #define GEN_PASS_REGISTRATION
 #include "cake/Dialect/Cake/Transforms/Passes.h.inc"

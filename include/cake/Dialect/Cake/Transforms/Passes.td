@@ -12,28 +12,28 @@ def CakeTilePass : Pass<"cake-tile"> {
     Rewrites each op-level cake op into an `scf.forall` over tiles:
 
     - `cake.conv1d_fwd` becomes a one-dimensional forall over
-      (token chunk, channel group) pairs, channel groups fastest, of
-      `cake.fwd_tile`. One dimension, so that a block of threads can span
-      several chunks when C is small.
-    - `cake.conv1d_bwd` becomes a forall over (partial row, channel group) of
-      `cake.bwd_tile`, followed by `cake.partials_reduce`. The number of partial
-      rows is the first extent of `partials`: the caller picks it to fill the
-      machine, and it fixes the summation order of the weight gradient.
+      (part, channel group) pairs, channel groups fastest, of `cake.fwd_tile`:
+      part `p` of `parts` covers the tokens `[p * S / parts, (p + 1) * S /
+      parts)`. One dimension, so that a block of threads can span several
+      parts when C is small.
+    - `cake.conv1d_bwd` becomes the same forall of `cake.bwd_tile`, with one
+      part per row of `partials`, followed by `cake.partials_reduce`. The
+      number of partial rows fixes the summation order of the weight gradient.
     - `cake.partials_reduce` becomes a forall over gradient columns, each
-      summing its column over the rows in order.
+      summing its column over the rows in one fixed order.
 
-    The tile shape and pipelining depth come from the pass options, unless the
-    op carries its own `#cake.tiling<...>`.
+    Tiles carry the `#cake.tiling` of their op, or the one the pass options
+    make.
 
     Before:
     ```mlir
-    cake.conv1d_fwd %x, %w, %cu into %y {activation = #cake.activation<silu>, width = 4 : i64} : ...
+    cake.conv1d_fwd %x, %w, %cu into %y parts %p {activation = #cake.activation<silu>, width = 4 : i64} : ...
     ```
     After:
     ```mlir
     scf.forall (%i) in (%tiles) {
-      cake.fwd_tile %x, %w, %cu into %y at [%row, %col]
-          {..., tile_tokens = 64 : i64, vector_channels = 8 : i64} : ...
+      cake.fwd_tile %x, %w, %cu into %y rows [%first, %end) col %col
+          {..., tiling = #cake.tiling<vector_channels = 8, ...>} : ...
     }
     ```
   }];
@@ -41,70 +41,69 @@ def CakeTilePass : Pass<"cake-tile"> {
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect"];
   let options = [
-    Option<"tileTokens", "tile-tokens", "int64_t", /*default=*/"64",
-           "Tokens one thread walks per tile">,
     Option<"vectorChannels", "vector-channels", "int64_t", /*default=*/"8",
            "Channels one thread owns (8 bf16 = one 16-byte vector)">,
-    Option<"rowsAhead", "rows-ahead", "int64_t", /*default=*/"8",
-           "Rows whose loads are in flight while a row computes">,
-  ];
-}
-
-def CakeMapToGPUPass : Pass<"cake-map-to-gpu", "::mlir::ModuleOp"> {
-  let summary = "Turn each tiled function into GPU kernels";
-  let description = [{
-    Each `func.func` whose work is `scf.forall` loops becomes kernels in the
-    `gpu.module @cake_kernels`: one `gpu.func` per forall, named after the
-    function (`<name>`, then `<name>_1`, ... when there are several), taking the
-    function's arguments that it uses, with their argument attributes. The function itself is removed: launching is the
-    runtime's job.
-
-    Loop indices map to threads: the last forall dimension to
-    `block_id.y * block-threads + thread_id.x` (`block_id.x` for a
-    one-dimensional forall), the first of two dimensions to `block_id.x`;
-    threads past the bounds do nothing.
-
-    Consecutive kernels of one function form a programmatic dependent launch
-    chain: a kernel with a successor lets it launch early
-    (`griddepcontrol.launch_dependents`), a kernel with a predecessor waits for
-    it to complete before its first instruction (`griddepcontrol.wait`).
-  }];
-  let dependentDialects = ["::mlir::gpu::GPUDialect",
-                           "::mlir::NVVM::NVVMDialect",
-                           "::mlir::arith::ArithDialect",
-                           "::mlir::scf::SCFDialect"];
-  let options = [
     Option<"blockThreads", "block-threads", "int64_t", /*default=*/"128",
-           "Threads per block">,
+           "Threads per GPU block">,
+    Option<"stages", "stages", "int64_t", /*default=*/"8",
+           "Row loads in flight ahead of the row being computed">,
+    Option<"unroll", "unroll", "int64_t", /*default=*/"1",
+           "Rows per iteration of the row loop">,
   ];
 }
 
-def CakeLowerTilesPass : Pass<"cake-lower-tiles"> {
-  let summary = "Expand cake tiles into loops over registers";
+def CakeExpandTilesPass : Pass<"cake-expand-tiles"> {
+  let summary = "Expand cake tiles into row loops over vectors";
   let description = [{
-    Expands `cake.fwd_tile` and `cake.bwd_tile` into the code one thread runs:
-    weights and bias in registers, 16-byte vector loads and stores of
-    `vector_channels` channels, a sliding window of the last `width - 1` rows in
-    registers, document boundaries found in `cu_seqlens` by binary search at the
-    start of a chunk and tracked row by row after, and loads issued
-    `rows_ahead` rows before their use. Indices are `index` (64-bit on the GPU),
-    so S * C past 2^31 works; every access stays inside its buffer whatever
-    `cu_seqlens` holds.
+    Expands `cake.fwd_tile` and `cake.bwd_tile` into the code one thread runs,
+    target-independent: weights and bias in registers as vectors of the
+    thread's channels, a window of the last `width - 1` rows carried by an
+    `scf.for` over the tile's rows (one row an iteration, then unrolled by the
+    tiling's `unroll`), whose row loads are `vector.load`s at the top of the
+    body. That loop is marked `cake.row_loop` with the tiling's `stages`, for
+    cake-stage-rows.
 
-    With `fast-math`, the sigmoid is `rcp.approx(1 + ex2.approx(-x * log2 e))`
-    (four instructions); without it, and always under `silu_grad` fp32, the
-    reciprocal is refined by a Newton step. No libdevice call is emitted.
+    Each row takes one of two paths: rows at least `width - 1` tokens into
+    their document, inside the tile, take a path with no masks; the others
+    advance the document cursor (cu_seqlens is read as the walk crosses
+    document starts) and mask what crosses a document boundary. Indices are
+    `index`, so S * C past 2^31 works, and every access stays inside its
+    buffer whatever `cu_seqlens` holds.
+
+    The activation is `cake.silu` (and `cake.silu_derivative` in the
+    backward), `approx` with `fast-math`, except under `silu_grad` fp32.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
-                           "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
-                           "::mlir::vector::VectorDialect",
-                           "::mlir::NVVM::NVVMDialect"];
+                           "::mlir::vector::VectorDialect"];
   let options = [
     Option<"fastMath", "fast-math", "bool", /*default=*/"true",
-           "Approximate exp2 and reciprocal in the sigmoid">,
+           "Let the activation use hardware approximations of exp2 and 1/x">,
   ];
+}
+
+def CakeStageRowsPass : Pass<"cake-stage-rows", "::mlir::gpu::GPUFuncOp"> {
+  let summary = "Stage the row loads of row loops through shared memory";
+  let description = [{
+    In each `scf.for` marked `cake.row_loop = N` (N > 0) of a GPU kernel,
+    the row loads from global memory become asynchronous copies
+    (`nvgpu.device_async_copy`) into a ring of N slots in workgroup memory,
+    private to each thread, and the loop is software-pipelined
+    (`scf::pipelineForLoop`): the copies of iteration i + N are issued after
+    iteration i computes, and iteration i waits (`cp.async.wait_group N-1`)
+    only for its own. N rows of loads are in flight without holding
+    registers. The loop drains the copies it issued past its end.
+
+    Each thread reads back only what it copied, so no barrier is needed.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::NVVM::NVVMDialect",
+                           "::mlir::nvgpu::NVGPUDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 #endif // CAKE_DIALECT_CAKE_TRANSFORMS_PASSES_TD

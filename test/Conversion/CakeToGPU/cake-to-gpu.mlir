@@ -1,4 +1,4 @@
-// RUN: cake-opt %s --split-input-file --verify-diagnostics --cake-map-to-gpu="block-threads=256" | FileCheck %s
+// RUN: cake-opt %s --split-input-file --verify-diagnostics --convert-cake-to-gpu="block-threads=256" | FileCheck %s
 
 // A one-dimensional forall: index = block_id.x * 256 + thread_id.x, guarded;
 // the bound is recomputed in the kernel; the host function is gone.
@@ -30,36 +30,61 @@ func.func @one_dim(%buf: memref<?xf32>) {
 // -----
 
 // Two foralls: two kernels chained for programmatic dependent launch, each
-// taking only the arguments it uses (with their attributes). The second dimension of
-// a 2-D forall spreads over block_id.y and the threads.
+// taking only the arguments it uses (with their attributes); the second names
+// the first in cake.waits_for.
 // CHECK-LABEL: gpu.func @chain
-// CHECK-SAME: (%[[A:.*]]: memref<?x?xf32> {cake.param = "a"}) kernel
+// CHECK-SAME: (%[[A:.*]]: memref<?xf32> {cake.param = "a"}) kernel
 // CHECK-NEXT: nvvm.griddepcontrol launch_dependents
-// CHECK-DAG: %[[BX:.*]] = gpu.block_id x
-// CHECK-DAG: %[[BY:.*]] = gpu.block_id y
-// CHECK-DAG: %[[TID:.*]] = gpu.thread_id x
-// CHECK: %[[J0:.*]] = arith.muli %[[BY]], %c256
-// CHECK: %[[J:.*]] = arith.addi %[[J0]], %[[TID]]
-// CHECK: memref.store %{{.*}}, %[[A]][%[[BX]], %[[J]]]
+// CHECK: memref.store %{{.*}}, %[[A]]
 // CHECK-LABEL: gpu.func @chain_1
-// CHECK-SAME: (%[[A2:.*]]: memref<?x?xf32> {cake.param = "a"}, %[[B:.*]]: memref<?xf32> {cake.param = "b"}) kernel
+// CHECK-SAME: (%[[A2:.*]]: memref<?xf32> {cake.param = "a"}, %[[B:.*]]: memref<?xf32> {cake.param = "b"}) kernel
+// CHECK-SAME: cake.waits_for = @chain
 // CHECK-NEXT: nvvm.griddepcontrol wait
 // CHECK-NOT: launch_dependents
 // CHECK: memref.load %[[A2]]
 // CHECK: memref.store %{{.*}}, %[[B]]
-func.func @chain(%a: memref<?x?xf32> {cake.param = "a"}, %b: memref<?xf32> {cake.param = "b"},
+func.func @chain(%a: memref<?xf32> {cake.param = "a"}, %b: memref<?xf32> {cake.param = "b"},
                  %unused: memref<?xf32> {cake.param = "unused"}) {
   %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %rows = memref.dim %a, %c0 : memref<?x?xf32>
-  %cols = memref.dim %a, %c1 : memref<?x?xf32>
+  %n = memref.dim %a, %c0 : memref<?xf32>
   %one = arith.constant 1.0 : f32
-  scf.forall (%i, %j) in (%rows, %cols) {
-    memref.store %one, %a[%i, %j] : memref<?x?xf32>
+  scf.forall (%i) in (%n) {
+    memref.store %one, %a[%i] : memref<?xf32>
   }
-  scf.forall (%j) in (%cols) {
-    %v = memref.load %a[%c0, %j] : memref<?x?xf32>
+  scf.forall (%j) in (%n) {
+    %v = memref.load %a[%j] : memref<?xf32>
     memref.store %v, %b[%j] : memref<?xf32>
+  }
+  return
+}
+
+// -----
+
+// A forall of tiles takes its block size from their tiling, and index
+// arguments stay kernel parameters.
+// CHECK-LABEL: gpu.func @tiles
+// CHECK-SAME: %{{.*}}: index) kernel attributes {known_block_size = array<i32: 64, 1, 1>}
+// CHECK: %[[BASE:.*]] = arith.muli %{{.*}}, %c64
+// CHECK: cake.fwd_tile
+func.func @tiles(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
+  %c0 = arith.constant 0 : index
+  scf.forall (%i) in (%n) {
+    cake.fwd_tile %x, %w, %cu into %y rows [%i, %n) col %c0
+        {activation = #cake.activation<silu>, width = 4 : i64,
+         tiling = #cake.tiling<vector_channels = 8, block_threads = 64, stages = 4, unroll = 1>}
+        : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
+  }
+  return
+}
+
+// -----
+
+// Only normalized one-dimensional foralls map to threads.
+func.func @two_dims(%buf: memref<?x?xf32>, %n: index) {
+  %zero = arith.constant 0.0 : f32
+  // expected-error @+1 {{convert-cake-to-gpu maps normalized one-dimensional foralls without results}}
+  scf.forall (%i, %j) in (%n, %n) {
+    memref.store %zero, %buf[%i, %j] : memref<?x?xf32>
   }
   return
 }

@@ -1,22 +1,23 @@
-//===- MapToGPU.cpp - Turn tiled functions into GPU kernels ---------------===//
+//===- CakeToGPU.cpp - Turn tiled functions into GPU kernels --------------===//
 // SPDX-License-Identifier: Apache-2.0
 //
-// This file implements the cake-map-to-gpu pass: every scf.forall of a tiled
-// function becomes a gpu.func kernel whose threads run the forall's iterations,
-// and consecutive kernels of one function are chained for programmatic
-// dependent launch (see Passes.td).
+// This file implements the convert-cake-to-gpu pass: every scf.forall of a
+// tiled function becomes a gpu.func kernel whose threads run the forall's
+// iterations, and consecutive kernels of one function are chained for
+// programmatic dependent launch (see Passes.td).
 //
 //===----------------------------------------------------------------------===//
 
-#include "cake/Dialect/Cake/Transforms/Passes.h"
+#include "cake/Conversion/Passes.h"
+#include "cake/Dialect/Cake/IR/CakeOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 
 namespace mlir::cake {
-#define GEN_PASS_DEF_CAKEMAPTOGPUPASS
-#include "cake/Dialect/Cake/Transforms/Passes.h.inc"
+#define GEN_PASS_DEF_CONVERTCAKETOGPUPASS
+#include "cake/Conversion/Passes.h.inc"
 } // namespace mlir::cake
 
 using namespace mlir;
@@ -24,6 +25,7 @@ using namespace mlir::cake;
 
 namespace {
 constexpr StringLiteral kKernelModuleName = "cake_kernels";
+constexpr StringLiteral kWaitsForAttrName = "cake.waits_for";
 
 /// The ops of `func`'s body that `forall` depends on, in body order: they are
 /// recomputed inside the kernel (bounds and strides are cheap index math).
@@ -46,31 +48,26 @@ SmallVector<Operation *> producersOf(scf::ForallOp forall) {
   return ordered;
 }
 
-/// The thread's forall indices: the last dimension spread over threads (and
-/// over block_id.y when there are two), the first of two over block_id.x.
-SmallVector<Value> threadIndices(OpBuilder &b, Location loc, unsigned rank,
-                                 int64_t blockThreads) {
-  Value threads = arith::ConstantIndexOp::create(b, loc, blockThreads);
-  Value thread = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  auto spread = [&](gpu::Dimension blockDim) -> Value {
-    Value block = gpu::BlockIdOp::create(b, loc, blockDim);
-    return arith::AddIOp::create(
-        b, loc, arith::MulIOp::create(b, loc, block, threads), thread);
-  };
-  if (rank == 1)
-    return {spread(gpu::Dimension::x)};
-  return {gpu::BlockIdOp::create(b, loc, gpu::Dimension::x),
-          spread(gpu::Dimension::y)};
+/// The block size of the kernel of `forall`: its tiles', else `fallback`.
+int64_t blockThreadsOf(scf::ForallOp forall, int64_t fallback) {
+  int64_t threads = fallback;
+  forall.getBody()->walk([&](Operation *op) {
+    if (auto fwd = dyn_cast<FwdTileOp>(op))
+      threads = fwd.getTiling().getBlockThreads();
+    else if (auto bwd = dyn_cast<BwdTileOp>(op))
+      threads = bwd.getTiling().getBlockThreads();
+  });
+  return threads;
 }
 
 LogicalResult buildKernel(scf::ForallOp forall, func::FuncOp func,
                           gpu::GPUModuleOp kernels, StringRef name,
-                          bool hasPredecessor, bool hasSuccessor,
+                          StringRef predecessor, bool hasSuccessor,
                           int64_t blockThreads) {
-  if (!forall.isNormalized() || forall.getRank() > 2 ||
+  if (!forall.isNormalized() || forall.getRank() != 1 ||
       forall.getNumResults() != 0)
-    return forall.emitError("cake-map-to-gpu maps normalized foralls of "
-                            "rank 1 or 2 without results");
+    return forall.emitError("convert-cake-to-gpu maps normalized "
+                            "one-dimensional foralls without results");
   Location loc = forall.getLoc();
   OpBuilder b(kernels.getBodyRegion());
   b.setInsertionPointToEnd(kernels.getBody());
@@ -78,12 +75,15 @@ LogicalResult buildKernel(scf::ForallOp forall, func::FuncOp func,
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   kernel.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
       {static_cast<int32_t>(blockThreads), 1, 1}));
+  if (!predecessor.empty())
+    kernel->setAttr(kWaitsForAttrName,
+                    FlatSymbolRefAttr::get(b.getContext(), predecessor));
 
   Block &entry = kernel.getBody().front();
   b.setInsertionPointToStart(&entry);
   // Waiting first keeps every read after the predecessor's writes; letting the
   // successor launch right away overlaps its launch with this kernel's work.
-  if (hasPredecessor)
+  if (!predecessor.empty())
     NVVM::GriddepcontrolOp::create(b, loc, NVVM::GridDepActionKind::wait);
   if (hasSuccessor)
     NVVM::GriddepcontrolOp::create(b, loc,
@@ -94,20 +94,19 @@ LogicalResult buildKernel(scf::ForallOp forall, func::FuncOp func,
   for (Operation *producer : producersOf(forall))
     b.clone(*producer, mapping);
 
-  SmallVector<Value> indices =
-      threadIndices(b, loc, forall.getRank(), blockThreads);
-  Value inBounds;
-  for (auto [index, bound] : llvm::zip(indices, forall.getUpperBound(b))) {
-    Value below = arith::CmpIOp::create(
-        b, loc, arith::CmpIPredicate::ult, index,
-        mapping.lookupOrDefault(getValueOrCreateConstantIndexOp(b, loc, bound)));
-    inBounds = inBounds ? arith::AndIOp::create(b, loc, inBounds, below)
-                              .getResult()
-                        : below;
-  }
+  Value threads = arith::ConstantIndexOp::create(b, loc, blockThreads);
+  Value index = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(
+          b, loc, gpu::BlockIdOp::create(b, loc, gpu::Dimension::x), threads),
+      gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  Value bound = mapping.lookupOrDefault(
+      getValueOrCreateConstantIndexOp(b, loc, forall.getUpperBound(b)[0]));
+  Value inBounds =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, index, bound);
   auto guard = scf::IfOp::create(b, loc, inBounds, /*withElseRegion=*/false);
   b.setInsertionPoint(guard.thenBlock()->getTerminator());
-  mapping.map(forall.getInductionVars(), indices);
+  mapping.map(forall.getInductionVars()[0], index);
   for (Operation &op : forall.getBody()->without_terminator())
     b.clone(op, mapping);
 
@@ -125,7 +124,8 @@ LogicalResult buildKernel(scf::ForallOp forall, func::FuncOp func,
   return kernel.eraseArguments(unused);
 }
 
-struct CakeMapToGPUPass : cake::impl::CakeMapToGPUPassBase<CakeMapToGPUPass> {
+struct ConvertCakeToGPUPass
+    : cake::impl::ConvertCakeToGPUPassBase<ConvertCakeToGPUPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -158,11 +158,14 @@ struct CakeMapToGPUPass : cake::impl::CakeMapToGPUPassBase<CakeMapToGPUPass> {
       }
       SmallVector<scf::ForallOp> foralls(func.getOps<scf::ForallOp>());
       for (auto [i, forall] : llvm::enumerate(foralls)) {
-        std::string name = func.getSymName().str();
-        if (i > 0)
-          name += "_" + std::to_string(i);
-        if (failed(buildKernel(forall, func, kernels, name, i > 0,
-                               i + 1 < foralls.size(), blockThreads)))
+        auto nameOf = [&](size_t k) {
+          return k == 0 ? func.getSymName().str()
+                        : (func.getSymName() + "_" + Twine(k)).str();
+        };
+        std::string predecessor = i > 0 ? nameOf(i - 1) : "";
+        if (failed(buildKernel(forall, func, kernels, nameOf(i), predecessor,
+                               i + 1 < foralls.size(),
+                               blockThreadsOf(forall, blockThreads))))
           return signalPassFailure();
       }
       func.erase();

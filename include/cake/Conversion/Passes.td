@@ -1,0 +1,55 @@
+//===- Passes.td - Conversions out of the cake dialect -----*- tablegen -*-===//
+// SPDX-License-Identifier: Apache-2.0
+
+#ifndef CAKE_CONVERSION_PASSES_TD
+#define CAKE_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertCakeToGPUPass : Pass<"convert-cake-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Turn each tiled function into GPU kernels";
+  let description = [{
+    Each `func.func` whose work is `scf.forall` loops becomes kernels in the
+    `gpu.module @cake_kernels`: one `gpu.func` per forall, named after the
+    function (`<name>`, then `<name>_1`, ... when there are several), taking the
+    function's arguments that it uses, with their argument attributes. The
+    function itself is removed: launching is the runtime's job.
+
+    A forall of tiles gets the block size of its tiles' `#cake.tiling`, any
+    other the pass's `block-threads`. Its index maps to threads as
+    `block_id.x * block + thread_id.x`; threads past the bound do nothing.
+
+    Consecutive kernels of one function form a programmatic dependent launch
+    chain: a kernel with a successor lets it launch early
+    (`griddepcontrol.launch_dependents`), a kernel with a predecessor waits for
+    it to complete before its first instruction (`griddepcontrol.wait`). A
+    kernel records its predecessor in `cake.waits_for`.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::NVVM::NVVMDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect"];
+  let options = [
+    Option<"blockThreads", "block-threads", "int64_t", /*default=*/"128",
+           "Threads per block of kernels without tiles">,
+  ];
+}
+
+def ConvertCakeMathToNVVMPass : Pass<"convert-cake-math-to-nvvm"> {
+  let summary = "Lower the activation math to NVVM approximations";
+  let description = [{
+    Expands `cake.silu` and `cake.silu_derivative` (f32, scalar or vector)
+    into arith ops and, per lane, the GPU's `ex2.approx` and `rcp.approx`.
+    The sigmoid is formed from e = 2^64 * exp(-|x|), which neither overflows
+    nor goes subnormal for |x| < 130, and r = 1 / (1 + e * 2^-64) in [1/2, 1]:
+    sigmoid is r for x >= 0 and e * r * 2^-64 otherwise, and 1 - sigmoid the
+    other one. No infinity reaches the reciprocal and small results keep
+    their subnormal digits. Without `approx`, r gets one Newton step.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::NVVM::NVVMDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+#endif // CAKE_CONVERSION_PASSES_TD

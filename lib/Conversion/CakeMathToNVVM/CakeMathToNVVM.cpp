@@ -1,0 +1,169 @@
+//===- CakeMathToNVVM.cpp - The activation math on the GPU ----------------===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// This file implements convert-cake-math-to-nvvm: cake.silu and
+// cake.silu_derivative become arith ops on the whole value and, lane by lane,
+// the GPU's ex2 and rcp approximations (see Passes.td for the formula).
+// Neither math.exp2 nor a division is used: on NVVM both become libdevice
+// calls, which leave an .extern in the PTX unless the CUDA toolkit is found at
+// build time, and an IEEE division spills every live register around it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cake/Conversion/Passes.h"
+#include "cake/Dialect/Cake/IR/CakeOps.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+
+namespace mlir::cake {
+#define GEN_PASS_DEF_CONVERTCAKEMATHTONVVMPASS
+#include "cake/Conversion/Passes.h.inc"
+} // namespace mlir::cake
+
+using namespace mlir;
+using namespace mlir::cake;
+
+namespace {
+/// Builds f32 arithmetic on a scalar or a vector of f32 alike.
+class LaneMath {
+public:
+  LaneMath(OpBuilder &b, Location loc, Type type)
+      : b(b), loc(loc), type(type) {}
+
+  Value constant(double value) {
+    FloatAttr scalar = b.getF32FloatAttr(value);
+    if (auto vectorType = dyn_cast<VectorType>(type))
+      return arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(vectorType, scalar));
+    return arith::ConstantOp::create(b, loc, scalar);
+  }
+  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value fma(Value x, Value y, Value z) {
+    return LLVM::FMAOp::create(b, loc, x, y, z);
+  }
+  Value select(Value condition, Value x, Value y) {
+    return arith::SelectOp::create(b, loc, condition, x, y);
+  }
+  /// `fn` applied to each lane: the NVVM approximations are scalar.
+  Value perLane(function_ref<Value(Value)> fn, Value value) {
+    auto vectorType = dyn_cast<VectorType>(type);
+    if (!vectorType)
+      return fn(value);
+    SmallVector<Value> lanes;
+    for (int64_t i = 0; i < vectorType.getNumElements(); ++i)
+      lanes.push_back(fn(vector::ExtractOp::create(b, loc, value, i)));
+    return vector::FromElementsOp::create(b, loc, vectorType, lanes);
+  }
+  Value exp2(Value x) {
+    return perLane(
+        [&](Value lane) {
+          return LLVM::CallIntrinsicOp::create(
+                     b, loc, b.getF32Type(),
+                     b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
+                     ValueRange{lane})
+              .getResult(0);
+        },
+        x);
+  }
+  Value reciprocal(Value x) {
+    return perLane(
+        [&](Value lane) -> Value {
+          return NVVM::RcpApproxFtzF32Op::create(b, loc, b.getF32Type(), lane);
+        },
+        x);
+  }
+
+  OpBuilder &b;
+  Location loc;
+  Type type;
+};
+
+/// sigmoid(x) and 1 - sigmoid(x), neither from the other.
+struct SigmoidParts {
+  Value sigmoid;
+  Value complement;
+};
+
+SigmoidParts buildSigmoidParts(LaneMath &m, Value x, bool approx) {
+  constexpr double kScale = 0x1p64; // keeps exp(-|x|) normal down to 2^-126
+  // |x| as max(x, -x): convert-gpu-to-nvvm turns llvm.fabs into a libdevice
+  // call. The NaN-propagating maximum keeps NaN a NaN.
+  Value absX = arith::MaximumFOp::create(
+      m.b, m.loc, x, arith::NegFOp::create(m.b, m.loc, x));
+  Value scaledExp = m.exp2(m.fma(absX, m.constant(-M_LOG2E), m.constant(64)));
+  Value one = m.constant(1);
+  Value unscale = m.constant(1 / kScale);
+  Value denominator = m.fma(scaledExp, unscale, one); // 1 + exp(-|x|), [1, 2]
+  Value large = m.reciprocal(denominator);
+  if (!approx) // One Newton step: r += r * (1 - d * r).
+    large = m.fma(large,
+                  m.fma(arith::NegFOp::create(m.b, m.loc, denominator), large,
+                        one),
+                  large);
+  Value small = m.mul(m.mul(scaledExp, large), unscale);
+  // Ordered: NaN takes the `small` side, which is NaN too.
+  Value nonNegative = arith::CmpFOp::create(
+      m.b, m.loc, arith::CmpFPredicate::OGE, x, m.constant(0));
+  return {m.select(nonNegative, large, small),
+          m.select(nonNegative, small, large)};
+}
+
+/// Matches f32 scalars and vectors.
+bool isF32Like(Type type) { return getElementTypeOrSelf(type).isF32(); }
+
+struct LowerSilu : OpRewritePattern<SiluOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SiluOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!isF32Like(op.getType()))
+      return rewriter.notifyMatchFailure(op, "only f32 is lowered");
+    LaneMath m(rewriter, op.getLoc(), op.getType());
+    SigmoidParts parts = buildSigmoidParts(m, op.getOperand(), op.getApprox());
+    rewriter.replaceOp(op, m.mul(op.getOperand(), parts.sigmoid));
+    return success();
+  }
+};
+
+struct LowerSiluDerivative : OpRewritePattern<SiluDerivativeOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(SiluDerivativeOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!isF32Like(op.getType()))
+      return rewriter.notifyMatchFailure(op, "only f32 is lowered");
+    LaneMath m(rewriter, op.getLoc(), op.getType());
+    Value x = op.getOperand();
+    SigmoidParts parts = buildSigmoidParts(m, x, op.getApprox());
+    // s * (1 + x * (1 - s))
+    rewriter.replaceOp(
+        op, m.mul(parts.sigmoid, m.fma(x, parts.complement, m.constant(1))));
+    return success();
+  }
+};
+
+struct ConvertCakeMathToNVVMPass
+    : cake::impl::ConvertCakeMathToNVVMPassBase<ConvertCakeMathToNVVMPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateCakeMathToNVVMPatterns(patterns);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+    WalkResult left = getOperation()->walk([](Operation *op) {
+      if (!isa<SiluOp, SiluDerivativeOp>(op))
+        return WalkResult::advance();
+      op->emitError("cannot lower to NVVM: only f32 is supported");
+      return WalkResult::interrupt();
+    });
+    if (left.wasInterrupted())
+      signalPassFailure();
+  }
+};
+} // namespace
+
+void mlir::cake::populateCakeMathToNVVMPatterns(RewritePatternSet &patterns) {
+  patterns.add<LowerSilu, LowerSiluDerivative>(patterns.getContext());
+}

@@ -1,0 +1,227 @@
+//===- ExpandBwdTile.cpp - Expand cake.bwd_tile ---------------------------===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// This file expands one thread's backward share into a loop over its tokens
+// and the width-1 tokens after them:
+//
+//   for each token t:
+//     load rows t of x and dy; recompute pre[t]; g[t] = dy[t] * act'(z[t])
+//     add g[t]'s taps to the pending dx of tokens t-width+1 .. t of t's
+//     document; dx[t-width+1] is then complete: store it if in the tile
+//     if t is in the tile: dweight[k] += g[t] * xz[t-width+1+k], dbias += g[t]
+//   store the weight (and bias) gradient sums as partial row `part`
+//
+// Rows at least width-1 tokens into their document, inside the tile, take a
+// path without masks; the others advance the document cursor and mask. Masks
+// are selects, never products with zero, so that an inf or NaN outside a row's
+// reach does not leak into it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ExpandTiles.h"
+#include "RowBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::cake;
+
+namespace {
+/// The loop-carried values of the backward's row loop.
+struct BwdRowState {
+  SmallVector<Value> window;  // x rows t-width+1 .. t-1, oldest first
+  SmallVector<Value> pending; // partial dx of tokens t-1, t-2, ...
+  DocCursor doc;
+  SmallVector<Value> sums; // dweight per tap, then dbias
+
+  SmallVector<Value> values() const {
+    SmallVector<Value> all(window);
+    llvm::append_range(all, pending);
+    llvm::append_range(all, doc.values());
+    llvm::append_range(all, sums);
+    return all;
+  }
+  static BwdRowState from(ValueRange values, int64_t history) {
+    return {SmallVector<Value>(values.take_front(history)),
+            SmallVector<Value>(values.slice(history, history)),
+            DocCursor::from(values.slice(2 * history, 3)),
+            SmallVector<Value>(values.drop_front(2 * history + 3))};
+  }
+};
+
+/// Builds the row loop of one bwd_tile and stores its partial row.
+class BwdTileExpansion {
+public:
+  BwdTileExpansion(BwdTileOp op, OpBuilder &b, bool fastMath)
+      : op(op), r(b, op.getLoc(), op.getTiling().getVectorChannels()),
+        history(op.getWidth() - 1),
+        accType(op.getPartials().getType().getElementType()),
+        // The fp32 policy asks for accuracy: it never takes approximations.
+        approx(fastMath && op.getSiluGrad() == SiluGrad::bf16) {}
+
+  void build() {
+    Value col = op.getCol(), first = op.getFirst();
+    taps = r.loadTaps(op.getWeight(), col, op.getWidth());
+    bias = r.loadBias(op.getBias(), col);
+    BwdRowState init;
+    for (int64_t back = history; back >= 1; --back) {
+      Value token = r.maxIndex(r.add(first, -back), r.index(0));
+      init.window.push_back(r.widen(r.loadRow(op.getX(), token, col), f32()));
+    }
+    init.pending.assign(history, r.zeros(f32()));
+    init.doc = r.seekDocument(op.getCuSeqlens(), first);
+    init.sums.assign(op.getWidth() + (bias ? 1 : 0), r.zeros(accType));
+    ValueRange results = buildRowLoop(
+        r.builder(), op.getLoc(), first, r.add(op.getEnd(), history),
+        init.values(), op.getTiling(),
+        [&](OpBuilder &, Value token, ValueRange state) {
+          return rowStep(token, BwdRowState::from(state, history));
+        });
+    storePartials(BwdRowState::from(results, history).sums);
+  }
+
+private:
+  Type f32() { return r.builder().getF32Type(); }
+
+  SmallVector<Value> rowStep(Value token, const BwdRowState &state) {
+    Value x = r.widen(r.loadRow(op.getX(), token, op.getCol()), f32());
+    Value dy = r.widen(r.loadRow(op.getDy(), token, op.getCol()), f32());
+    Value interior = r.both(
+        r.both(r.atLeast(r.sub(token, state.doc.start), r.index(history)),
+               r.lessThan(token, state.doc.next)),
+        r.both(r.lessThan(token, op.getEnd()),
+               r.atLeast(token, r.add(op.getFirst(), history))));
+    return SmallVector<Value>(buildBranches(
+        r.builder(), op.getLoc(), interior,
+        [&] { return computeRow(token, state, x, dy, /*interior=*/true); },
+        [&] { return computeRow(token, state, x, dy, /*interior=*/false); }));
+  }
+
+  /// g = dL/dpre of `token`, 0 past the last token.
+  Value gradient(ArrayRef<Value> rows, Value dy) {
+    Value pre = r.preactivation(taps, rows, bias);
+    if (op.getActivation() != Activation::silu)
+      return dy;
+    Value z = op.getSiluGrad() == SiluGrad::bf16 ? r.roundToBF16(pre) : pre;
+    return r.mul(dy, SiluDerivativeOp::create(r.builder(), op.getLoc(), z,
+                                              approx));
+  }
+
+  SmallVector<Value> computeRow(Value token, BwdRowState state, Value x,
+                                Value dy, bool interior) {
+    SmallVector<Value> rows = state.window;
+    rows.push_back(x);
+    Value sinceStart;
+    if (!interior) {
+      state.doc = r.advanceDocument(op.getCuSeqlens(), state.doc, token);
+      sinceStart = r.sub(token, state.doc.start);
+      rows = r.documentRows(state.window, x, sinceStart);
+    }
+    Value g = gradient(rows, dy);
+    Value tokens = memref::DimOp::create(r.builder(), op.getLoc(), op.getX(), 0);
+    if (!interior)
+      g = r.select(r.lessThan(token, tokens), g, r.zeros(f32()));
+    state.pending = addToPendingDx(token, state.pending, g, sinceStart);
+    Value own = interior ? Value() : r.lessThan(token, op.getEnd());
+    state.sums = accumulate(state.sums, rows, g, own);
+    state.window.assign(rows.begin() + 1, rows.end());
+    return state.values();
+  }
+
+  /// Adds g's contributions to dx of `token - back` (within its document when
+  /// `sinceStart` is given), stores the one that completes, and returns the
+  /// pending dx for the next token.
+  SmallVector<Value> addToPendingDx(Value token, ArrayRef<Value> pending,
+                                    Value g, Value sinceStart) {
+    auto reaching = [&](int64_t back) -> Value {
+      if (!sinceStart)
+        return g;
+      return r.select(r.atLeast(sinceStart, r.index(back)), g,
+                      r.zeros(f32()));
+    };
+    Value finished = r.fma(taps[0], reaching(history), pending[history - 1]);
+    Value done = r.add(token, -history);
+    if (!sinceStart) {
+      r.storeRow(op.getDx(), done, op.getCol(), finished);
+    } else {
+      Value inTile = r.both(r.atLeast(done, op.getFirst()),
+                            r.lessThan(done, op.getEnd()));
+      r.storeRowIf(inTile, op.getDx(), done, op.getCol(), finished);
+    }
+    SmallVector<Value> next = {r.mul(taps[history], g)};
+    for (int64_t back = 1; back < history; ++back)
+      next.push_back(
+          r.fma(taps[history - back], reaching(back), pending[back - 1]));
+    return next;
+  }
+
+  /// The weight (and bias) gradient sums with `token`'s terms added, where
+  /// `own` holds (always when null).
+  SmallVector<Value> accumulate(ArrayRef<Value> sums, ArrayRef<Value> rows,
+                                Value g, Value own) {
+    Value term = r.widen(g, accType);
+    SmallVector<Value> updated;
+    for (auto [k, sum] : llvm::enumerate(sums))
+      updated.push_back(k < rows.size()
+                            ? r.fma(term, r.widen(rows[k], accType), sum)
+                            : r.addf(sum, term));
+    if (own)
+      for (auto [k, sum] : llvm::enumerate(sums))
+        updated[k] = r.select(own, updated[k], sum);
+    return updated;
+  }
+
+  /// Row `part` of partials: `width` sums per channel, then the bias sums.
+  void storePartials(ArrayRef<Value> sums) {
+    OpBuilder &b = r.builder();
+    Location loc = op.getLoc();
+    int64_t width = op.getWidth();
+    Value col = op.getCol(), part = op.getPart();
+    for (int64_t lane = 0; lane < r.numLanes(); ++lane) {
+      SmallVector<Value> perTap;
+      for (int64_t k = 0; k < width; ++k)
+        perTap.push_back(vector::ExtractOp::create(b, loc, sums[k], lane));
+      Value column = arith::MulIOp::create(b, loc, r.add(col, lane),
+                                           r.index(width));
+      r.store(op.getPartials(), {part, column},
+              vector::FromElementsOp::create(
+                  b, loc, VectorType::get({width}, accType), perTap));
+    }
+    if (!bias)
+      return;
+    Value channels = memref::DimOp::create(b, loc, op.getX(), 1);
+    Value column = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, channels, r.index(width)), col);
+    r.store(op.getPartials(), {part, column}, sums[width]);
+  }
+
+  BwdTileOp op;
+  RowBuilder r;
+  int64_t history;
+  Type accType;
+  bool approx;
+  SmallVector<Value> taps;
+  Value bias;
+};
+
+struct ExpandBwdTile : OpRewritePattern<BwdTileOp> {
+  ExpandBwdTile(MLIRContext *context, bool fastMath)
+      : OpRewritePattern(context), fastMath(fastMath) {}
+
+  LogicalResult matchAndRewrite(BwdTileOp op,
+                                PatternRewriter &rewriter) const override {
+    BwdTileExpansion(op, rewriter, fastMath).build();
+    rewriter.eraseOp(op);
+    return success();
+  }
+
+  bool fastMath;
+};
+} // namespace
+
+void mlir::cake::populateExpandBwdTilePatterns(RewritePatternSet &patterns,
+                                               bool fastMath) {
+  patterns.add<ExpandBwdTile>(patterns.getContext(), fastMath);
+}

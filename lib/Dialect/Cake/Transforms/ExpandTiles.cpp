@@ -1,0 +1,87 @@
+//===- ExpandTiles.cpp - Expand cake tiles into row loops -----------------===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// This file implements the cake-expand-tiles pass and the loop builders its
+// patterns share. The patterns are in ExpandFwdTile.cpp and ExpandBwdTile.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ExpandTiles.h"
+
+#include "cake/Dialect/Cake/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/Utils/Utils.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::cake {
+#define GEN_PASS_DEF_CAKEEXPANDTILESPASS
+#include "cake/Dialect/Cake/Transforms/Passes.h.inc"
+} // namespace mlir::cake
+
+using namespace mlir;
+using namespace mlir::cake;
+
+ValueRange mlir::cake::buildRowLoop(OpBuilder &b, Location loc, Value first,
+                                    Value end, ValueRange init,
+                                    TilingAttr tiling, RowBodyFn body) {
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  auto loop = scf::ForOp::create(
+      b, loc, first, end, one, init,
+      [&](OpBuilder &nested, Location loc, Value token, ValueRange state) {
+        scf::YieldOp::create(nested, loc, body(nested, token, state));
+      });
+  loop->setAttr(kRowLoopAttrName, tiling);
+  return loop.getResults();
+}
+
+ValueRange mlir::cake::buildBranches(
+    OpBuilder &b, Location loc, Value condition,
+    function_ref<SmallVector<Value>()> thenBody,
+    function_ref<SmallVector<Value>()> elseBody) {
+  auto branch = scf::IfOp::create(
+      b, loc, condition,
+      [&](OpBuilder &nested, Location loc) {
+        scf::YieldOp::create(nested, loc, thenBody());
+      },
+      [&](OpBuilder &nested, Location loc) {
+        scf::YieldOp::create(nested, loc, elseBody());
+      });
+  return branch.getResults();
+}
+
+namespace {
+struct CakeExpandTilesPass
+    : cake::impl::CakeExpandTilesPassBase<CakeExpandTilesPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    populateExpandFwdTilePatterns(patterns, fastMath);
+    populateExpandBwdTilePatterns(patterns, fastMath);
+    // The expansion is big; folding it as it is built would only slow the
+    // driver down. Canonicalization runs after.
+    GreedyRewriteConfig config;
+    config.enableFolding(false);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
+                                     config)))
+      return signalPassFailure();
+
+    // Rows per iteration: upstream unrolling, which also builds the loop for
+    // the rows left over.
+    SmallVector<scf::ForOp> rowLoops;
+    getOperation()->walk([&](scf::ForOp loop) {
+      if (loop->hasAttr(kRowLoopAttrName))
+        rowLoops.push_back(loop);
+    });
+    for (scf::ForOp loop : rowLoops) {
+      auto tiling = loop->getAttrOfType<TilingAttr>(kRowLoopAttrName);
+      if (tiling.getUnroll() > 1 &&
+          failed(loopUnrollByFactor(loop, tiling.getUnroll()))) {
+        loop.emitError("cannot unroll the row loop");
+        return signalPassFailure();
+      }
+    }
+  }
+};
+} // namespace

@@ -1,0 +1,35 @@
+//===- ExpandTiles.h - Patterns of cake-expand-tiles ------------*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+
+#ifndef CAKE_LIB_DIALECT_CAKE_TRANSFORMS_EXPANDTILES_H
+#define CAKE_LIB_DIALECT_CAKE_TRANSFORMS_EXPANDTILES_H
+
+#include "cake/Dialect/Cake/IR/CakeOps.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::cake {
+
+void populateExpandFwdTilePatterns(RewritePatternSet &patterns, bool fastMath);
+void populateExpandBwdTilePatterns(RewritePatternSet &patterns, bool fastMath);
+
+/// The body of a row loop: given the token and the loop-carried values,
+/// returns the values carried to the next token.
+using RowBodyFn = function_ref<SmallVector<Value>(OpBuilder &, Value token,
+                                                  ValueRange state)>;
+
+/// Builds `scf.for %token = first to end step 1` carrying `init`, marked as a
+/// row loop of `tiling` (see cake-stage-rows), and returns its results.
+ValueRange buildRowLoop(OpBuilder &b, Location loc, Value first, Value end,
+                        ValueRange init, TilingAttr tiling, RowBodyFn body);
+
+/// `scf.if condition` whose branches yield what `thenBody` and `elseBody`
+/// return (values of the same types); returns its results.
+ValueRange buildBranches(OpBuilder &b, Location loc, Value condition,
+                         function_ref<SmallVector<Value>()> thenBody,
+                         function_ref<SmallVector<Value>()> elseBody);
+
+} // namespace mlir::cake
+
+#endif // CAKE_LIB_DIALECT_CAKE_TRANSFORMS_EXPANDTILES_H

@@ -1,0 +1,246 @@
+//===- RowBuilder.cpp - Building blocks of the tile expansions ------------===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// This file implements the RowBuilder declared in RowBuilder.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RowBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::cake;
+
+/// The largest power of two dividing `bytes`, at most 16: what a vector access
+/// of `bytes` bytes at a multiple of `bytes` can claim.
+static uint64_t alignmentOf(int64_t bytes) {
+  return std::min<uint64_t>(16, uint64_t(bytes) & -uint64_t(bytes));
+}
+
+/// A vector load or store of `type` with the alignment its size implies, so
+/// that it becomes one wide access.
+static llvm::MaybeAlign accessAlignment(VectorType type) {
+  return llvm::MaybeAlign(alignmentOf(
+      type.getNumElements() * type.getElementTypeBitWidth() / 8));
+}
+
+Value RowBuilder::index(int64_t value) {
+  return arith::ConstantIndexOp::create(b, loc, value);
+}
+
+Value RowBuilder::add(Value value, int64_t delta) {
+  return arith::AddIOp::create(b, loc, value, index(delta));
+}
+
+Value RowBuilder::sub(Value x, Value y) {
+  return arith::SubIOp::create(b, loc, x, y);
+}
+
+Value RowBuilder::minIndex(Value x, Value y) {
+  return arith::MinSIOp::create(b, loc, x, y);
+}
+
+Value RowBuilder::maxIndex(Value x, Value y) {
+  return arith::MaxSIOp::create(b, loc, x, y);
+}
+
+Value RowBuilder::lessThan(Value x, Value y) {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, y);
+}
+
+Value RowBuilder::atLeast(Value x, Value y) {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, x, y);
+}
+
+Value RowBuilder::both(Value x, Value y) {
+  return arith::AndIOp::create(b, loc, x, y);
+}
+
+VectorType RowBuilder::vectorOf(Type elementType) {
+  return VectorType::get({lanes}, elementType);
+}
+
+Value RowBuilder::loadRow(Value tokens, Value token, Value col) {
+  Value lastToken = add(memref::DimOp::create(b, loc, tokens, 0), -1);
+  VectorType type =
+      vectorOf(cast<MemRefType>(tokens.getType()).getElementType());
+  return vector::LoadOp::create(b, loc, type, tokens,
+                                ValueRange{minIndex(token, lastToken), col},
+                                /*nontemporal=*/false, accessAlignment(type));
+}
+
+void RowBuilder::store(Value memref, ValueRange indices, Value vector) {
+  vector::StoreOp::create(b, loc, vector, memref, indices,
+                          /*nontemporal=*/false,
+                          accessAlignment(cast<VectorType>(vector.getType())));
+}
+
+void RowBuilder::storeRow(Value tokens, Value token, Value col, Value vector) {
+  Type elementType = cast<MemRefType>(tokens.getType()).getElementType();
+  VectorType type = vectorOf(elementType);
+  if (vector.getType() != type)
+    vector = arith::TruncFOp::create(b, loc, type, vector);
+  store(tokens, {token, col}, vector);
+}
+
+void RowBuilder::storeRowIf(Value condition, Value tokens, Value token,
+                            Value col, Value vector) {
+  auto branch = scf::IfOp::create(b, loc, condition, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(branch.thenBlock()->getTerminator());
+  storeRow(tokens, token, col, vector);
+}
+
+Value RowBuilder::widen(Value vector, Type elementType) {
+  VectorType type = vectorOf(elementType);
+  if (vector.getType() == type)
+    return vector;
+  return arith::ExtFOp::create(b, loc, type, vector);
+}
+
+Value RowBuilder::zeros(Type elementType) {
+  VectorType type = vectorOf(elementType);
+  return arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(type, b.getFloatAttr(elementType, 0)));
+}
+
+Value RowBuilder::roundToBF16(Value vector) {
+  Value rounded = arith::TruncFOp::create(b, loc, vectorOf(b.getBF16Type()),
+                                          vector);
+  return arith::ExtFOp::create(b, loc, vector.getType(), rounded);
+}
+
+Value RowBuilder::select(Value condition, Value x, Value y) {
+  return arith::SelectOp::create(b, loc, condition, x, y);
+}
+
+Value RowBuilder::mul(Value x, Value y) {
+  return arith::MulFOp::create(b, loc, x, y);
+}
+
+Value RowBuilder::addf(Value x, Value y) {
+  return arith::AddFOp::create(b, loc, x, y);
+}
+
+Value RowBuilder::fma(Value x, Value y, Value z) {
+  return vector::FMAOp::create(b, loc, x, y, z);
+}
+
+SmallVector<Value> RowBuilder::loadTaps(Value weight, Value col,
+                                        int64_t width) {
+  Type elementType = cast<MemRefType>(weight.getType()).getElementType();
+  VectorType rowType = VectorType::get({width}, elementType);
+  SmallVector<SmallVector<Value>> perTap(width);
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    Value row = vector::LoadOp::create(b, loc, rowType, weight,
+                                       ValueRange{add(col, lane), index(0)},
+                                       /*nontemporal=*/false,
+                                       accessAlignment(rowType));
+    for (int64_t k = 0; k < width; ++k) {
+      Value tap = vector::ExtractOp::create(b, loc, row, k);
+      if (tap.getType() != b.getF32Type())
+        tap = arith::ExtFOp::create(b, loc, b.getF32Type(), tap);
+      perTap[k].push_back(tap);
+    }
+  }
+  SmallVector<Value> taps;
+  for (ArrayRef<Value> values : perTap)
+    taps.push_back(vector::FromElementsOp::create(
+        b, loc, vectorOf(b.getF32Type()), values));
+  return taps;
+}
+
+Value RowBuilder::loadBias(Value bias, Value col) {
+  if (!bias)
+    return Value();
+  VectorType type = vectorOf(cast<MemRefType>(bias.getType()).getElementType());
+  Value row = vector::LoadOp::create(b, loc, type, bias, ValueRange{col},
+                                     /*nontemporal=*/false,
+                                     accessAlignment(type));
+  return widen(row, b.getF32Type());
+}
+
+Value RowBuilder::loadEntry(Value cuSeqlens, Value i) {
+  Value value = memref::LoadOp::create(b, loc, cuSeqlens, i);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), value);
+}
+
+Value RowBuilder::nextStart(Value cuSeqlens, Value docIndex) {
+  Value entries = memref::DimOp::create(b, loc, cuSeqlens, 0);
+  Value nextDoc = add(docIndex, 1);
+  Value value = loadEntry(cuSeqlens, minIndex(nextDoc, add(entries, -1)));
+  Value never = index(std::numeric_limits<int64_t>::max());
+  return select(lessThan(nextDoc, entries), value, never);
+}
+
+DocCursor RowBuilder::seekDocument(Value cuSeqlens, Value token) {
+  Value entries = memref::DimOp::create(b, loc, cuSeqlens, 0);
+  // Invariant: cu[lo] <= token < cu[hi], with cu[entries] read as infinity.
+  Type indexType = b.getIndexType();
+  auto search = scf::WhileOp::create(
+      b, loc, TypeRange{indexType, indexType}, ValueRange{index(0), entries},
+      [&](OpBuilder &, Location, ValueRange bounds) {
+        Value open = lessThan(index(1), sub(bounds[1], bounds[0]));
+        scf::ConditionOp::create(b, loc, open, bounds);
+      },
+      [&](OpBuilder &, Location, ValueRange bounds) {
+        Value mid = arith::ShRUIOp::create(
+            b, loc, arith::AddIOp::create(b, loc, bounds[0], bounds[1]),
+            index(1));
+        Value atOrBelow = arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::sle, loadEntry(cuSeqlens, mid),
+            token);
+        scf::YieldOp::create(
+            b, loc,
+            ValueRange{select(atOrBelow, mid, bounds[0]),
+                       select(atOrBelow, bounds[1], mid)});
+      });
+  Value doc = search.getResult(0);
+  return {doc, loadEntry(cuSeqlens, doc), nextStart(cuSeqlens, doc)};
+}
+
+DocCursor RowBuilder::advanceDocument(Value cuSeqlens, const DocCursor &cursor,
+                                      Value token) {
+  // Each step moves to the next entry, and past the last one `next` is
+  // infinite: the walk ends after at most num_docs steps.
+  SmallVector<Type> types(3, b.getIndexType());
+  auto walk = scf::WhileOp::create(
+      b, loc, types, cursor.values(),
+      [&](OpBuilder &, Location, ValueRange state) {
+        Value crossed = atLeast(token, DocCursor::from(state).next);
+        scf::ConditionOp::create(b, loc, crossed, state);
+      },
+      [&](OpBuilder &, Location, ValueRange state) {
+        DocCursor at = DocCursor::from(state);
+        Value docIndex = add(at.index, 1);
+        scf::YieldOp::create(
+            b, loc,
+            ValueRange{docIndex, at.next, nextStart(cuSeqlens, docIndex)});
+      });
+  return DocCursor::from(walk.getResults());
+}
+
+SmallVector<Value> RowBuilder::documentRows(ArrayRef<Value> window,
+                                            Value current, Value sinceStart) {
+  SmallVector<Value> rows;
+  for (auto [k, row] : llvm::enumerate(window)) {
+    Value inDocument = atLeast(sinceStart, index(window.size() - k));
+    rows.push_back(select(inDocument, row, zeros(b.getF32Type())));
+  }
+  rows.push_back(current);
+  return rows;
+}
+
+Value RowBuilder::preactivation(ArrayRef<Value> taps, ArrayRef<Value> rows,
+                                Value bias) {
+  Value sum = mul(taps[0], rows[0]);
+  for (size_t k = 1; k < taps.size(); ++k)
+    sum = fma(taps[k], rows[k], sum);
+  return bias ? addf(sum, bias) : sum;
+}

@@ -1,0 +1,107 @@
+//===- RowBuilder.h - Building blocks of the tile expansions ----*- C++ -*-===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// What both tile expansions are made of: a thread's channels of one token row
+// as one vector, weights and bias as vectors of those channels, the document
+// cursor over cu_seqlens, and the masks and sums of the convolution.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CAKE_LIB_DIALECT_CAKE_TRANSFORMS_ROWBUILDER_H
+#define CAKE_LIB_DIALECT_CAKE_TRANSFORMS_ROWBUILDER_H
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+namespace mlir::cake {
+
+/// The document a token is in, as far as a thread walking the tokens in order
+/// needs to know: its index in cu_seqlens, where it starts, and where the next
+/// one starts (a huge value after the last).
+struct DocCursor {
+  Value index;
+  Value start;
+  Value next;
+
+  SmallVector<Value> values() const { return {index, start, next}; }
+  static DocCursor from(ValueRange values) {
+    return {values[0], values[1], values[2]};
+  }
+};
+
+/// Builds the row math of one thread's tile: values are vectors of the
+/// thread's `lanes` channels.
+class RowBuilder {
+public:
+  RowBuilder(OpBuilder &b, Location loc, int64_t lanes)
+      : b(b), loc(loc), lanes(lanes) {}
+
+  OpBuilder &builder() { return b; }
+  Location location() { return loc; }
+  int64_t numLanes() const { return lanes; }
+
+  Value index(int64_t value);
+  Value add(Value index, int64_t delta);
+  Value sub(Value a, Value b);
+  Value minIndex(Value a, Value b);
+  Value maxIndex(Value a, Value b);
+  Value lessThan(Value a, Value b);
+  Value atLeast(Value a, Value b);
+  Value both(Value a, Value b);
+
+  /// The thread's channels of row `token` of `tokens` ([S, C]) as a vector of
+  /// the element type; a row past the last is the last, which stays in bounds
+  /// and is never stored.
+  Value loadRow(Value tokens, Value token, Value col);
+  /// Stores `vector` at `indices` as one access of the alignment its size
+  /// implies.
+  void store(Value memref, ValueRange indices, Value vector);
+  /// `vector` stored as row `token` of `tokens`, converted to its element
+  /// type.
+  void storeRow(Value tokens, Value token, Value col, Value vector);
+  /// storeRow where `condition` holds.
+  void storeRowIf(Value condition, Value tokens, Value token, Value col,
+                  Value vector);
+
+  VectorType vectorOf(Type elementType);
+  Value widen(Value vector, Type elementType);
+  Value zeros(Type elementType);
+  Value roundToBF16(Value vector);
+  Value select(Value condition, Value a, Value b);
+  Value mul(Value a, Value b);
+  Value addf(Value a, Value b);
+  Value fma(Value a, Value b, Value c);
+
+  /// weight[col + lane, k] for every tap k, each an f32 vector.
+  SmallVector<Value> loadTaps(Value weight, Value col, int64_t width);
+  /// bias[col + lane] as an f32 vector; null without a bias.
+  Value loadBias(Value bias, Value col);
+
+  /// The cursor of the document holding `token`: the last cu_seqlens entry at
+  /// or below it, by binary search. In bounds whatever cu_seqlens holds.
+  DocCursor seekDocument(Value cuSeqlens, Value token);
+  /// The cursor moved forward, entry by entry, to the document of `token`
+  /// (at or after the cursor's). Ends whatever cu_seqlens holds.
+  DocCursor advanceDocument(Value cuSeqlens, const DocCursor &cursor,
+                            Value token);
+
+  /// The rows the taps multiply: `window` (oldest first) with the rows before
+  /// the document start zeroed, then `current`. `sinceStart` is the token's
+  /// distance from its document's start.
+  SmallVector<Value> documentRows(ArrayRef<Value> window, Value current,
+                                  Value sinceStart);
+  /// sum_k taps[k] * rows[k] (+ bias), in order k = 0, 1, ....
+  Value preactivation(ArrayRef<Value> taps, ArrayRef<Value> rows, Value bias);
+
+private:
+  Value loadEntry(Value cuSeqlens, Value index);
+  Value nextStart(Value cuSeqlens, Value docIndex);
+
+  OpBuilder &b;
+  Location loc;
+  int64_t lanes;
+};
+
+} // namespace mlir::cake
+
+#endif // CAKE_LIB_DIALECT_CAKE_TRANSFORMS_ROWBUILDER_H

@@ -1,0 +1,252 @@
+//===- StageRows.cpp - Stage row loads through shared memory --------------===//
+// SPDX-License-Identifier: Apache-2.0
+//
+// This file implements the cake-stage-rows pass. In a row loop, each load of a
+// row from global memory becomes
+//
+//   stage S (compute): cp.async.wait_group S-1; vector.load ring[slot]
+//   stage 0 (issue):   nvgpu.device_async_copy row -> ring[slot]; commit
+//
+// with slot = iteration mod S, and upstream loop pipelining shifts stage 0 by
+// S iterations. In the pipelined loop, iteration i computes from its slot,
+// then refills that slot with the rows of iteration i + S: S - 1 groups are
+// in flight while a row computes, one more just after.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cake/Dialect/Cake/Transforms/Passes.h"
+
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::cake {
+#define GEN_PASS_DEF_CAKESTAGEROWSPASS
+#include "cake/Dialect/Cake/Transforms/Passes.h.inc"
+} // namespace mlir::cake
+
+using namespace mlir;
+using namespace mlir::cake;
+
+namespace {
+/// Static shared memory a kernel may use without opting in at launch.
+constexpr int64_t kStaticSharedBytes = 48 * 1024;
+
+int64_t sharedBytes(gpu::GPUFuncOp kernel) {
+  int64_t bytes = 0;
+  for (BlockArgument buffer : kernel.getWorkgroupAttributions()) {
+    auto type = cast<MemRefType>(buffer.getType());
+    bytes += type.getNumElements() * type.getElementTypeBitWidth() / 8;
+  }
+  return bytes;
+}
+
+/// The loads at the top of `loop`'s body that read a row of a kernel
+/// argument in global memory.
+SmallVector<vector::LoadOp> rowLoads(scf::ForOp loop, gpu::GPUFuncOp kernel) {
+  SmallVector<vector::LoadOp> loads;
+  for (auto load : loop.getBody()->getOps<vector::LoadOp>()) {
+    auto argument = dyn_cast<BlockArgument>(load.getBase());
+    if (argument && argument.getOwner() == &kernel.getBody().front() &&
+        !load.getMemRefType().getMemorySpace())
+      loads.push_back(load);
+  }
+  return loads;
+}
+
+/// `loop`'s iteration number modulo `stages`.
+Value slotOf(OpBuilder &b, Location loc, scf::ForOp loop, int64_t stages) {
+  Value iteration = arith::DivUIOp::create(
+      b, loc,
+      arith::SubIOp::create(b, loc, loop.getInductionVar(),
+                            loop.getLowerBound()),
+      loop.getStep());
+  return arith::RemUIOp::create(
+      b, loc, iteration, arith::ConstantIndexOp::create(b, loc, stages));
+}
+
+/// Clones into `b` the ops of `loop`'s body that `values` depend on, so that
+/// the copies of a later iteration compute their own addresses.
+LogicalResult cloneIndexSlice(OpBuilder &b, scf::ForOp loop, ValueRange values,
+                              IRMapping &mapping) {
+  BackwardSliceOptions options;
+  options.filter = [&](Operation *op) {
+    return op->getBlock() == loop.getBody();
+  };
+  SetVector<Operation *> slice;
+  for (Value value : values)
+    if (Operation *def = value.getDefiningOp();
+        def && def->getBlock() == loop.getBody()) {
+      if (failed(getBackwardSlice(def, &slice, options)))
+        return failure();
+      slice.insert(def);
+    }
+  for (Operation *op : slice) {
+    if (!isPure(op) || op->getNumRegions() != 0)
+      return op->emitError("cake-stage-rows: row addresses must come from "
+                           "pure ops");
+    if (!mapping.contains(op->getResult(0)))
+      b.clone(*op, mapping);
+  }
+  return success();
+}
+
+/// Rewrites the row loads of `loop` into the two stages (see the file
+/// comment) and returns the ops of stage 0.
+FailureOr<DenseSet<Operation *>>
+splitIntoStages(scf::ForOp loop, ArrayRef<vector::LoadOp> loads, Value ring,
+                Value thread, int64_t stages) {
+  Location loc = loop.getLoc();
+  // Constants live outside the loop: an op of the issue stage may not use a
+  // value of the compute stage.
+  OpBuilder b(loop);
+  SmallVector<Value> rowIndex;
+  for (size_t i = 0; i <= loads.size(); ++i)
+    rowIndex.push_back(arith::ConstantIndexOp::create(b, loc, i));
+  Value zero = rowIndex[0];
+  b.setInsertionPointToStart(loop.getBody());
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, stages - 1);
+  Value readSlot = slotOf(b, loc, loop, stages);
+
+  // Everything created from here to the terminator is stage 0.
+  Operation *terminator = loop.getBody()->getTerminator();
+  Operation *lastCompute = terminator->getPrevNode();
+  b.setInsertionPoint(terminator);
+  IRMapping mapping;
+  Value writeSlot = slotOf(b, loc, loop, stages);
+  for (auto [i, rowLoad] : llvm::enumerate(loads)) {
+    vector::LoadOp load = rowLoad;
+    if (failed(cloneIndexSlice(b, loop, load.getIndices(), mapping)))
+      return failure();
+    SmallVector<Value> source;
+    for (Value index : load.getIndices())
+      source.push_back(mapping.lookupOrDefault(index));
+    int64_t elements = load.getVectorType().getNumElements();
+    bool sixteenBytes =
+        elements * load.getVectorType().getElementTypeBitWidth() == 128;
+    nvgpu::DeviceAsyncCopyOp::create(
+        b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), ring,
+        ValueRange{writeSlot, rowIndex[i], thread, zero}, load.getBase(), source,
+        b.getIndexAttr(elements), /*srcElements=*/Value(),
+        sixteenBytes ? b.getUnitAttr() : UnitAttr());
+
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(load);
+    Value staged = vector::LoadOp::create(
+        b, loc, load.getVectorType(), ring,
+        ValueRange{readSlot, rowIndex[i], thread, zero});
+    load.replaceAllUsesWith(staged);
+    load.erase();
+  }
+  NVVM::CpAsyncCommitGroupOp::create(b, loc);
+
+  DenseSet<Operation *> issue;
+  for (Operation *op = lastCompute->getNextNode(); op != terminator;
+       op = op->getNextNode())
+    issue.insert(op);
+  return issue;
+}
+
+/// The workgroup ring of `kernel` with room for `loads` rows of `rowType` in
+/// each of `stages` slots per thread: the row loops of a kernel run one after
+/// the other, each draining its copies, so they share one ring.
+FailureOr<Value> getOrAddRing(gpu::GPUFuncOp kernel, VectorType rowType,
+                              int64_t stages, int64_t loads, Location loc) {
+  std::optional<ArrayRef<int32_t>> blockSize = kernel.getKnownBlockSize();
+  if (!blockSize)
+    return kernel.emitError("cake-stage-rows needs gpu.known_block_size");
+  // One private slot per thread, row and stage; a warp's 16-byte slots are
+  // contiguous, so its accesses are free of bank conflicts.
+  auto workgroup = gpu::AddressSpaceAttr::get(kernel.getContext(),
+                                              gpu::AddressSpace::Workgroup);
+  auto ringType = MemRefType::get(
+      {stages, loads, (*blockSize)[0], rowType.getNumElements()},
+      rowType.getElementType(), MemRefLayoutAttrInterface(), workgroup);
+  for (BlockArgument buffer : kernel.getWorkgroupAttributions()) {
+    auto type = cast<MemRefType>(buffer.getType());
+    if (type.getElementType() == ringType.getElementType() &&
+        type.getDimSize(0) == stages && type.getDimSize(1) >= loads &&
+        type.getShape().drop_front(2) == ringType.getShape().drop_front(2))
+      return Value(buffer);
+  }
+  Value ring = kernel.addWorkgroupAttribution(ringType, loc);
+  if (sharedBytes(kernel) > kStaticSharedBytes)
+    return kernel.emitError("cake-stage-rows: ")
+           << sharedBytes(kernel) << " bytes of staging exceed the "
+           << kStaticSharedBytes << " bytes of static shared memory; use "
+           << "fewer stages or rows";
+  return ring;
+}
+
+LogicalResult stageRowLoop(scf::ForOp loop, gpu::GPUFuncOp kernel,
+                           int64_t stages) {
+  SmallVector<vector::LoadOp> loads = rowLoads(loop, kernel);
+  if (loads.empty())
+    return success();
+  VectorType rowType = loads.front().getVectorType();
+  for (vector::LoadOp load : loads)
+    if (load.getVectorType() != rowType)
+      return load.emitError("cake-stage-rows: the row loads of one loop must "
+                            "have one type");
+  Location loc = loop.getLoc();
+  FailureOr<Value> ring =
+      getOrAddRing(kernel, rowType, stages, loads.size(), loc);
+  if (failed(ring))
+    return failure();
+
+  OpBuilder b(loop);
+  Value thread = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  FailureOr<DenseSet<Operation *>> issue =
+      splitIntoStages(loop, loads, *ring, thread, stages);
+  if (failed(issue))
+    return failure();
+
+  scf::PipeliningOption options;
+  options.getScheduleFn =
+      [&](scf::ForOp forOp,
+          std::vector<std::pair<Operation *, unsigned>> &schedule) {
+        for (Operation &op : forOp.getBody()->without_terminator())
+          schedule.emplace_back(&op, issue->contains(&op) ? 0 : stages);
+      };
+  options.supportDynamicLoops = true;
+  options.peelEpilogue = false;
+  // The issue stage is safe to run past the loop's end: row indices are
+  // clamped to the tensor. It runs unpredicated; the drain below waits it out.
+  options.predicateFn = [](RewriterBase &, Operation *op, Value) {
+    return op;
+  };
+  IRRewriter rewriter(loop.getContext());
+  rewriter.setInsertionPoint(loop);
+  FailureOr<scf::ForOp> pipelined = scf::pipelineForLoop(rewriter, loop,
+                                                         options);
+  if (failed(pipelined))
+    return loop.emitError("cake-stage-rows: cannot pipeline the row loop");
+  rewriter.setInsertionPointAfter(*pipelined);
+  NVVM::CpAsyncWaitGroupOp::create(rewriter, loc, 0);
+  return success();
+}
+
+struct CakeStageRowsPass
+    : cake::impl::CakeStageRowsPassBase<CakeStageRowsPass> {
+  void runOnOperation() override {
+    gpu::GPUFuncOp kernel = getOperation();
+    SmallVector<scf::ForOp> loops;
+    kernel.walk([&](scf::ForOp loop) {
+      auto tiling = loop->getAttrOfType<TilingAttr>(kRowLoopAttrName);
+      if (tiling && tiling.getStages() > 0)
+        loops.push_back(loop);
+    });
+    // The loop with the most row loads first, so that the shared ring is
+    // sized for it (an unrolled loop and the loop of its leftover rows).
+    llvm::stable_sort(loops, [&](scf::ForOp a, scf::ForOp b) {
+      return rowLoads(a, kernel).size() > rowLoads(b, kernel).size();
+    });
+    for (scf::ForOp loop : loops) {
+      auto tiling = loop->getAttrOfType<TilingAttr>(kRowLoopAttrName);
+      if (failed(stageRowLoop(loop, kernel, tiling.getStages())))
+        return signalPassFailure();
+    }
+  }
+};
+} // namespace
