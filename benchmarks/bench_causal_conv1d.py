@@ -495,6 +495,8 @@ def markdown(record: dict) -> str:
         for r in rows
         for name, error in r["errors"].items()
     ]
+    if record.get("skipped_shapes"):
+        notes.append(f"- not measured (time budget spent): {', '.join(record['skipped_shapes'])}")
     dispatch = sorted(
         {f"{name}: {m}" for r in rows for name, ms in r.get("dispatch", {}).items() for m in ms}
     )
@@ -609,6 +611,12 @@ def main() -> int:
     parser.add_argument(
         "--no-peers", action="store_true", help="time Cake and the copy only (tuning runs)"
     )
+    parser.add_argument(
+        "--time-budget",
+        type=float,
+        metavar="SECONDS",
+        help="start no shape but the first after this many seconds (the others are listed)",
+    )
     parser.add_argument("--json", metavar="PATH", help="also write every number to PATH")
     parser.add_argument("--plot", metavar="PATH", help="also plot %% of copy into a PNG")
     parser.add_argument(
@@ -653,9 +661,13 @@ def main() -> int:
         print(f"{name}: {s['why'] or 'available'}{', ' + s['version'] if s['version'] else ''}")
     dispatch_log.take()
     rows = []
-    record = {"meta": meta, "implementations": status, "rows": rows}
+    skipped = []
+    record = {"meta": meta, "implementations": status, "rows": rows, "skipped_shapes": skipped}
     start = time.monotonic()
     for shape in args.shapes:
+        if rows and args.time_budget is not None and time.monotonic() - start > args.time_budget:
+            skipped.append("x".join(map(str, shape)))
+            continue
         rows.append(measure(shape, timer, impls, status, dispatch_log))
         print(f"measured {_shape_label(rows[-1])} ({time.monotonic() - start:.0f} s)", flush=True)
         if args.json:  # after every shape, so that a run cut short keeps what it measured
