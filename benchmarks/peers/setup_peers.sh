@@ -80,7 +80,7 @@ mkdir -p "$site"
 
 if ((wait_for_build)); then
   [[ -f $dao_build.started ]] || exit 0 # nothing was started
-  limit=${SETUP_PEERS_WAIT_S:-900}
+  limit=$((${SETUP_PEERS_WAIT_S:-900} > 0 ? ${SETUP_PEERS_WAIT_S:-900} : 0))
   start=$SECONDS
   while [[ ! -f $dao_build.status ]] && ((SECONDS - start < limit)); do sleep 2; done
   rm -f "$dao_build.started"
