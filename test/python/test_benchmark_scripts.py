@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: Apache-2.0
+"""CPU-only checks of the benchmark scripts' reporting: shape parsing, the tables
+and the plot of a saved record, and the parsing of Nsight Compute's CSV. The
+records here are made up for the test; no measured number comes from them."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look the module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = load("bench_causal_conv1d")
+ncu = load("ncu_summary")
+
+
+def made_up_record():
+    def op(us, bytes_per_element, S, C, copy_gbps):
+        gbps = bytes_per_element * S * C / (us * 1e-6) / 1e9
+        return {"median_us": us, "GBps": gbps, "pct_of_copy": 100 * gbps / copy_gbps}
+
+    rows = []
+    for S, C, docs in [(1024, 64, 2), (2048, 128, 4)]:
+        copy = op(10.0, 4, S, C, 1.0)
+        copy["pct_of_copy"] = None
+        ops = {
+            "Cake fwd": op(12.0, 4, S, C, copy["GBps"]),
+            "Cake bwd": op(20.0, 6, S, C, copy["GBps"]),
+            "FLA Gluon fwd": op(15.0, 4, S, C, copy["GBps"]),
+            "FLA Gluon bwd": op(30.0, 6, S, C, copy["GBps"]),
+        }
+        check = {"FLA Gluon": {"y": 0.0, "dx": 0.0, "dweight_rel": 1e-7, "dbias_rel": 1e-7}}
+        rows.append(
+            {"S": S, "C": C, "docs": docs, "copy": copy, "ops": ops, "check": check, "errors": {}}
+        )
+    del rows[1]["ops"]["FLA Gluon bwd"]
+    rows[1]["errors"]["FLA Gluon"] = "RuntimeError: made up"
+    return {
+        "meta": {
+            "gpu": "no GPU (test)",
+            "torch": "x",
+            "date": "today",
+            "command": "x",
+            "timing": "x",
+        },
+        "implementations": {
+            "Cake": {"why": None, "version": None},
+            "Dao": {"why": "unavailable (ModuleNotFoundError: made up)", "version": None},
+            "FLA Gluon": {"why": None, "version": "fla-core 0.6.0"},
+        },
+        "rows": rows,
+    }
+
+
+def test_shapes_parse():
+    assert bench.parse_shapes("all") == bench.SHAPES
+    assert bench.parse_shapes("4096x2048x2,65536X1024x32") == [(4096, 2048, 2), (65536, 1024, 32)]
+    for bad in ("4096x2048", "4096x2044x2", "16x8x17", "axbxc"):
+        with pytest.raises(Exception, match="shape"):
+            bench.parse_shapes(bad)
+
+
+def test_implementation_keys_and_names_are_unique():
+    impls = bench.implementations()
+    assert len({i.key for i in impls}) == len({i.name for i in impls}) == len(impls)
+    assert [i.name for i in impls if not i.peer] == ["Cake"]
+
+
+def test_markdown_reports_every_op_and_what_is_missing():
+    text = bench.markdown(made_up_record())
+    last_table = text.split("Effective GB/s")[1]
+    assert "| S x C, docs | copy GB/s | Cake | FLA Gluon |" in last_table
+    assert "| 2048 x 128, 4 |" in last_table and "/ n/a |" in last_table
+    assert "- Dao: unavailable (ModuleNotFoundError: made up)" in text
+    assert "- FLA Gluon failed at 2048 x 128, 4: RuntimeError: made up" in text
+    assert "- FLA Gluon: fla-core 0.6.0" in text
+
+
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "bench.png"
+    assert bench.plot(made_up_record(), str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ncu_csv_wide_and_long_forms():
+    wide = "\n".join(
+        [
+            "==PROF== Connected to process 1",
+            '"ID","Process ID","Kernel Name","launch__registers_per_thread","gpu__time_duration.sum"',
+            '"","","","register/thread","usecond"',
+            '"0","1","cake_fwd_x","128","1,500"',
+            '"1","1","cake_fwd_x","128","2,500"',
+        ]
+    )
+    long = "\n".join(
+        [
+            '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"',
+            '"0","cake_bwd_x","launch__registers_per_thread","register/thread","247"',
+            '"0","cake_bwd_x","gpu__time_duration.sum","nsecond","20,000"',
+        ]
+    )
+    rows = ncu.parse_csv(wide) + ncu.parse_csv(long)
+    assert [r["Kernel Name"] for r in rows] == ["cake_fwd_x", "cake_fwd_x", "cake_bwd_x"]
+    assert rows[0]["gpu__time_duration.sum"] == pytest.approx(1.5e-3)
+    assert rows[2]["gpu__time_duration.sum"] == pytest.approx(2e-5)
+    table = ncu.summarize(rows)
+    assert "| cake_fwd_x | 2 |" in table and "| 2000 |" in table  # median, in us
+    assert "| cake_bwd_x | 1 |" in table and "| 247 |" in table
