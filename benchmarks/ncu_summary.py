@@ -39,6 +39,8 @@ COLUMNS = [
     ("waves/SM", "launch__waves_per_multiprocessor", 1),
     ("DRAM % peak", "dram__throughput.avg.pct_of_peak_sustained_elapsed", 1),
     ("DRAM GB/s", "dram__bytes.sum.per_second", 1e-9),
+    ("issue active %", "smsp__issue_active.avg.pct_of_peak_sustained_active", 1),
+    ("warp instr M", "smsp__inst_executed.sum", 1e-6),
     ("duration us", "gpu__time_duration.sum", 1e6),
 ]
 LAUNCH = ["launch__grid_size", "launch__block_size"]
