@@ -30,7 +30,9 @@
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
@@ -44,7 +46,7 @@
 #include "mlir/Transforms/Passes.h"
 
 void mlir::cake::registerCakeDialects(DialectRegistry &registry) {
-  registry.insert<CakeDialect, arith::ArithDialect, cf::ControlFlowDialect,
+  registry.insert<CakeDialect, affine::AffineDialect, arith::ArithDialect, cf::ControlFlowDialect,
                   func::FuncDialect, gpu::GPUDialect, LLVM::LLVMDialect,
                   memref::MemRefDialect,
                   nvgpu::NVGPUDialect, NVVM::NVVMDialect, scf::SCFDialect,
@@ -76,6 +78,8 @@ void mlir::cake::registerCakePasses() {
   registerSCFToControlFlowPass();
   registerConvertGpuOpsToNVVMOpsPass();
   registerConvertNVGPUToNVVMPass();
+  registerLowerAffinePass();
+  memref::registerExpandStridedMetadataPass();
   registerReconcileUnrealizedCastsPass();
   registerGpuNVVMAttachTarget();
   registerGpuModuleToBinaryPass();

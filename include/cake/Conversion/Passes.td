@@ -40,11 +40,14 @@ def ConvertCakeMathToNVVMPass : Pass<"convert-cake-math-to-nvvm"> {
   let description = [{
     Expands `cake.silu` and `cake.silu_derivative` (f32, scalar or vector)
     into arith ops and, per lane, the GPU's `ex2.approx` and `rcp.approx`.
-    The sigmoid is formed from e = 2^64 * exp(-|x|), which neither overflows
-    nor goes subnormal for |x| < 130, and r = 1 / (1 + e * 2^-64) in [1/2, 1]:
-    sigmoid is r for x >= 0 and e * r * 2^-64 otherwise, and 1 - sigmoid the
-    other one. No infinity reaches the reciprocal and small results keep
-    their subnormal digits. Without `approx`, r gets one Newton step.
+    The sigmoid is formed from h = exp(-|x| / 2), which stays normal (the
+    approximation flushes subnormals) down to |x| = 175, and
+    r = 1 / (1 + h * h) in [1/2, 1]: sigmoid is r for x >= 0 and
+    (h * r) * h otherwise, 1 - sigmoid the other one; the derivative
+    s (1 + x (1 - s)) is s + x * r * (h * r) * h. No infinity reaches the
+    reciprocal, neither side is computed as 1 minus the other, and small
+    results keep their subnormal digits. Without `approx`, r gets one Newton
+    step.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::LLVM::LLVMDialect",

@@ -81,34 +81,37 @@ public:
   Type type;
 };
 
-/// sigmoid(x) and 1 - sigmoid(x), neither from the other.
+/// sigmoid(x) and its two sides: 1 / (1 + exp(-|x|)) (`large`, sigmoid
+/// for x >= 0 and 1 - sigmoid below) and exp(-|x|) / (1 + exp(-|x|))
+/// (`small`, the other one), neither computed from the other.
 struct SigmoidParts {
   Value sigmoid;
-  Value complement;
+  Value large;
+  Value small;
 };
 
 SigmoidParts buildSigmoidParts(LaneMath &m, Value x, bool approx) {
-  constexpr double kScale = 0x1p64; // keeps exp(-|x|) normal down to 2^-126
   // |x| as max(x, -x): convert-gpu-to-nvvm turns llvm.fabs into a libdevice
   // call. The NaN-propagating maximum keeps NaN a NaN.
   Value absX = arith::MaximumFOp::create(
       m.b, m.loc, x, arith::NegFOp::create(m.b, m.loc, x));
-  Value scaledExp = m.exp2(m.fma(absX, m.constant(-M_LOG2E), m.constant(64)));
+  // h = exp(-|x| / 2) stays normal down to |x| = 175, where exp(-|x|) itself
+  // would be subnormal (and flushed by the approximation) from |x| = 87.
+  Value half = m.exp2(m.mul(absX, m.constant(-M_LOG2E / 2)));
   Value one = m.constant(1);
-  Value unscale = m.constant(1 / kScale);
-  Value denominator = m.fma(scaledExp, unscale, one); // 1 + exp(-|x|), [1, 2]
+  Value denominator = m.fma(half, half, one); // 1 + exp(-|x|), in [1, 2]
   Value large = m.reciprocal(denominator);
   if (!approx) // One Newton step: r += r * (1 - d * r).
     large = m.fma(large,
                   m.fma(arith::NegFOp::create(m.b, m.loc, denominator), large,
                         one),
                   large);
-  Value small = m.mul(m.mul(scaledExp, large), unscale);
+  // exp(-|x|) / (1 + exp(-|x|)), rounded once into the subnormals if small.
+  Value small = m.mul(m.mul(half, large), half);
   // Ordered: NaN takes the `small` side, which is NaN too.
   Value nonNegative = arith::CmpFOp::create(
       m.b, m.loc, arith::CmpFPredicate::OGE, x, m.constant(0));
-  return {m.select(nonNegative, large, small),
-          m.select(nonNegative, small, large)};
+  return {m.select(nonNegative, large, small), large, small};
 }
 
 /// Matches f32 scalars and vectors.
@@ -138,9 +141,10 @@ struct LowerSiluDerivative : OpRewritePattern<SiluDerivativeOp> {
     LaneMath m(rewriter, op.getLoc(), op.getType());
     Value x = op.getOperand();
     SigmoidParts parts = buildSigmoidParts(m, x, op.getApprox());
-    // s * (1 + x * (1 - s))
+    // s * (1 + x * (1 - s)) as s + x * (s * (1 - s)): s (1 - s) is r * small
+    // on either side, so only s needs a select.
     rewriter.replaceOp(
-        op, m.mul(parts.sigmoid, m.fma(x, parts.complement, m.constant(1))));
+        op, m.fma(x, m.mul(parts.large, parts.small), parts.sigmoid));
     return success();
   }
 };

@@ -48,22 +48,25 @@ SmallVector<Operation *> producersOf(scf::ForallOp forall) {
   return ordered;
 }
 
-/// The block size of the kernel of `forall`: its tiles', else `fallback`.
-int64_t blockThreadsOf(scf::ForallOp forall, int64_t fallback) {
-  int64_t threads = fallback;
+/// The tiling of the tiles of `forall`; null for a forall of other work.
+TilingAttr tilingOf(scf::ForallOp forall) {
+  TilingAttr tiling;
   forall.getBody()->walk([&](Operation *op) {
     if (auto fwd = dyn_cast<FwdTileOp>(op))
-      threads = fwd.getTiling().getBlockThreads();
+      tiling = fwd.getTiling();
     else if (auto bwd = dyn_cast<BwdTileOp>(op))
-      threads = bwd.getTiling().getBlockThreads();
+      tiling = bwd.getTiling();
   });
-  return threads;
+  return tiling;
 }
 
 LogicalResult buildKernel(scf::ForallOp forall, func::FuncOp func,
                           gpu::GPUModuleOp kernels, StringRef name,
                           StringRef predecessor, bool hasSuccessor,
-                          int64_t blockThreads) {
+                          int64_t defaultBlockThreads) {
+  TilingAttr tiling = tilingOf(forall);
+  int64_t blockThreads =
+      tiling ? tiling.getBlockThreads() : defaultBlockThreads;
   if (!forall.isNormalized() || forall.getRank() != 1 ||
       forall.getNumResults() != 0)
     return forall.emitError("convert-cake-to-gpu maps normalized "
@@ -75,6 +78,9 @@ LogicalResult buildKernel(scf::ForallOp forall, func::FuncOp func,
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   kernel.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
       {static_cast<int32_t>(blockThreads), 1, 1}));
+  if (tiling && tiling.getMinBlocks() > 0)
+    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                    b.getI32IntegerAttr(tiling.getMinBlocks()));
   if (!predecessor.empty())
     kernel->setAttr(kWaitsForAttrName,
                     FlatSymbolRefAttr::get(b.getContext(), predecessor));
@@ -164,8 +170,7 @@ struct ConvertCakeToGPUPass
         };
         std::string predecessor = i > 0 ? nameOf(i - 1) : "";
         if (failed(buildKernel(forall, func, kernels, nameOf(i), predecessor,
-                               i + 1 < foralls.size(),
-                               blockThreadsOf(forall, blockThreads))))
+                               i + 1 < foralls.size(), blockThreads)))
           return signalPassFailure();
       }
       func.erase();

@@ -23,7 +23,7 @@ using namespace mlir::cake;
 LogicalResult
 TilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                    int64_t vectorChannels, int64_t blockThreads,
-                   int64_t stages, int64_t unroll) {
+                   int64_t stages, int64_t unroll, int64_t minBlocks) {
   if (vectorChannels <= 0 || vectorChannels > 16 ||
       !llvm::isPowerOf2_64(vectorChannels))
     return emitError() << "vector_channels (" << vectorChannels
@@ -35,6 +35,9 @@ TilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "stages (" << stages << ") must not be negative";
   if (unroll <= 0)
     return emitError() << "unroll (" << unroll << ") must be positive";
+  if (minBlocks < 0)
+    return emitError() << "min_blocks (" << minBlocks
+                       << ") must not be negative";
   return success();
 }
 

@@ -10,7 +10,9 @@
 #include "cake/Dialect/Cake/Transforms/Passes.h"
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
 #include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
@@ -32,6 +34,7 @@ void mlir::cake::buildCakeToKernelsPipeline(OpPassManager &pm,
       CakeExpandTilesPassOptions{options.fastMath}));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addNestedPass<gpu::GPUFuncOp>(createCakeStageRowsPass());
+  kernels.addNestedPass<gpu::GPUFuncOp>(createCakeUnrollRowsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
@@ -49,6 +52,9 @@ void mlir::cake::buildKernelsToNVVMPipeline(OpPassManager &pm,
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addPass(createConvertCakeMathToNVVMPass());
   kernels.addPass(createSCFToControlFlowPass());
+  // The flat row views (memref.collapse_shape) as offsets and sizes.
+  kernels.addPass(memref::createExpandStridedMetadataPass());
+  kernels.addPass(createLowerAffinePass());
   kernels.addPass(createConvertNVGPUToNVVMPass());
   ConvertGpuOpsToNVVMOpsOptions toNVVM;
   toNVVM.indexBitwidth = 64; // S * C may pass 2^31

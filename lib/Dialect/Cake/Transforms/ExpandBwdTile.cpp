@@ -65,10 +65,14 @@ public:
     Value col = op.getCol(), first = op.getFirst();
     taps = r.loadTaps(op.getWeight(), col, op.getWidth());
     bias = r.loadBias(op.getBias(), col);
+    x = r.view(op.getX());
+    dy = r.view(op.getDy());
+    dx = r.view(op.getDx());
     BwdRowState init;
     for (int64_t back = history; back >= 1; --back) {
       Value token = r.maxIndex(r.add(first, -back), r.index(0));
-      init.window.push_back(r.widen(r.loadRow(op.getX(), token, col), f32()));
+      init.window.push_back(
+          r.widen(r.loadRow(x, r.rowOffset(x, token, col, true)), f32()));
     }
     init.pending.assign(history, r.zeros(f32()));
     init.doc = r.seekDocument(op.getCuSeqlens(), first);
@@ -86,8 +90,10 @@ private:
   Type f32() { return r.builder().getF32Type(); }
 
   SmallVector<Value> rowStep(Value token, const BwdRowState &state) {
-    Value x = r.widen(r.loadRow(op.getX(), token, op.getCol()), f32());
-    Value dy = r.widen(r.loadRow(op.getDy(), token, op.getCol()), f32());
+    // x and dy have one shape: one offset serves both.
+    Value offset = r.rowOffset(x, token, op.getCol(), true);
+    Value xRow = r.widen(r.loadRow(x, offset), f32());
+    Value dyRow = r.widen(r.loadRow(dy, offset), f32());
     Value interior = r.both(
         r.both(r.atLeast(r.sub(token, state.doc.start), r.index(history)),
                r.lessThan(token, state.doc.next)),
@@ -95,8 +101,8 @@ private:
                r.atLeast(token, r.add(op.getFirst(), history))));
     return SmallVector<Value>(buildBranches(
         r.builder(), op.getLoc(), interior,
-        [&] { return computeRow(token, state, x, dy, /*interior=*/true); },
-        [&] { return computeRow(token, state, x, dy, /*interior=*/false); }));
+        [&] { return computeRow(token, state, xRow, dyRow, true); },
+        [&] { return computeRow(token, state, xRow, dyRow, false); }));
   }
 
   /// g = dL/dpre of `token`, 0 past the last token.
@@ -109,17 +115,17 @@ private:
                                               approx));
   }
 
-  SmallVector<Value> computeRow(Value token, BwdRowState state, Value x,
-                                Value dy, bool interior) {
+  SmallVector<Value> computeRow(Value token, BwdRowState state, Value xRow,
+                                Value dyRow, bool interior) {
     SmallVector<Value> rows = state.window;
-    rows.push_back(x);
+    rows.push_back(xRow);
     Value sinceStart;
     if (!interior) {
       state.doc = r.advanceDocument(op.getCuSeqlens(), state.doc, token);
       sinceStart = r.sub(token, state.doc.start);
-      rows = r.documentRows(state.window, x, sinceStart);
+      rows = r.documentRows(state.window, xRow, sinceStart);
     }
-    Value g = gradient(rows, dy);
+    Value g = gradient(rows, dyRow);
     Value tokens = memref::DimOp::create(r.builder(), op.getLoc(), op.getX(), 0);
     if (!interior)
       g = r.select(r.lessThan(token, tokens), g, r.zeros(f32()));
@@ -143,12 +149,13 @@ private:
     };
     Value finished = r.fma(taps[0], reaching(history), pending[history - 1]);
     Value done = r.add(token, -history);
+    Value at = r.rowOffset(dx, done, op.getCol(), false);
     if (!sinceStart) {
-      r.storeRow(op.getDx(), done, op.getCol(), finished);
+      r.storeRow(dx, at, finished);
     } else {
       Value inTile = r.both(r.atLeast(done, op.getFirst()),
                             r.lessThan(done, op.getEnd()));
-      r.storeRowIf(inTile, op.getDx(), done, op.getCol(), finished);
+      r.storeRowIf(inTile, dx, at, finished);
     }
     SmallVector<Value> next = {r.mul(taps[history], g)};
     for (int64_t back = 1; back < history; ++back)
@@ -204,6 +211,7 @@ private:
   bool approx;
   SmallVector<Value> taps;
   Value bias;
+  RowView x, dy, dx;
 };
 
 struct ExpandBwdTile : OpRewritePattern<BwdTileOp> {

@@ -32,10 +32,13 @@ public:
     Value col = op.getCol(), first = op.getFirst();
     taps = r.loadTaps(op.getWeight(), col, op.getWidth());
     bias = r.loadBias(op.getBias(), col);
+    x = r.view(op.getX());
+    y = r.view(op.getY());
     SmallVector<Value> init;
     for (int64_t back = history; back >= 1; --back) {
       Value token = r.maxIndex(r.add(first, -back), r.index(0));
-      init.push_back(r.widen(r.loadRow(op.getX(), token, col), f32()));
+      init.push_back(r.widen(r.loadRow(x, r.rowOffset(x, token, col, true)),
+                             f32()));
     }
     llvm::append_range(init,
                        r.seekDocument(op.getCuSeqlens(), first).values());
@@ -50,7 +53,8 @@ private:
   Type f32() { return r.builder().getF32Type(); }
 
   SmallVector<Value> rowStep(Value token, ValueRange state) {
-    Value current = r.widen(r.loadRow(op.getX(), token, op.getCol()), f32());
+    Value current =
+        r.widen(r.loadRow(x, r.rowOffset(x, token, op.getCol(), true)), f32());
     DocCursor doc = DocCursor::from(state.drop_front(history));
     Value interior = r.both(r.atLeast(r.sub(token, doc.start),
                                       r.index(history)),
@@ -75,7 +79,7 @@ private:
     Value out = r.preactivation(taps, rows, bias);
     if (op.getActivation() == Activation::silu)
       out = SiluOp::create(r.builder(), op.getLoc(), out, fastMath);
-    r.storeRow(op.getY(), token, op.getCol(), out);
+    r.storeRow(y, r.rowOffset(y, token, op.getCol(), false), out);
 
     // Masked rows stay masked for later tokens: document starts only grow.
     SmallVector<Value> next(ArrayRef<Value>(rows).drop_front());
@@ -89,6 +93,7 @@ private:
   bool fastMath;
   SmallVector<Value> taps;
   Value bias;
+  RowView x, y;
 };
 
 struct ExpandFwdTile : OpRewritePattern<FwdTileOp> {

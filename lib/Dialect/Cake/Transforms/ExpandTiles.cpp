@@ -11,7 +11,6 @@
 #include "cake/Dialect/Cake/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::cake {
@@ -65,23 +64,7 @@ struct CakeExpandTilesPass
     config.enableFolding(false);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
                                      config)))
-      return signalPassFailure();
-
-    // Rows per iteration: upstream unrolling, which also builds the loop for
-    // the rows left over.
-    SmallVector<scf::ForOp> rowLoops;
-    getOperation()->walk([&](scf::ForOp loop) {
-      if (loop->hasAttr(kRowLoopAttrName))
-        rowLoops.push_back(loop);
-    });
-    for (scf::ForOp loop : rowLoops) {
-      auto tiling = loop->getAttrOfType<TilingAttr>(kRowLoopAttrName);
-      if (tiling.getUnroll() > 1 &&
-          failed(loopUnrollByFactor(loop, tiling.getUnroll()))) {
-        loop.emitError("cannot unroll the row loop");
-        return signalPassFailure();
-      }
-    }
+      signalPassFailure();
   }
 };
 } // namespace

@@ -66,12 +66,27 @@ VectorType RowBuilder::vectorOf(Type elementType) {
   return VectorType::get({lanes}, elementType);
 }
 
-Value RowBuilder::loadRow(Value tokens, Value token, Value col) {
-  Value lastToken = add(memref::DimOp::create(b, loc, tokens, 0), -1);
+RowView RowBuilder::view(Value tokens) {
+  Value flat = memref::CollapseShapeOp::create(
+      b, loc, tokens, ArrayRef<ReassociationIndices>{{0, 1}});
+  Value rows = memref::DimOp::create(b, loc, tokens, 0);
+  Value channels = memref::DimOp::create(b, loc, tokens, 1);
+  Value lastRow = arith::MulIOp::create(b, loc, add(rows, -1), channels);
+  return {flat, channels, lastRow};
+}
+
+Value RowBuilder::rowOffset(const RowView &shape, Value token, Value col,
+                            bool clamp) {
+  Value start = arith::MulIOp::create(b, loc, token, shape.channels);
+  if (clamp)
+    start = minIndex(start, shape.lastRow);
+  return arith::AddIOp::create(b, loc, start, col);
+}
+
+Value RowBuilder::loadRow(const RowView &view, Value offset) {
   VectorType type =
-      vectorOf(cast<MemRefType>(tokens.getType()).getElementType());
-  return vector::LoadOp::create(b, loc, type, tokens,
-                                ValueRange{minIndex(token, lastToken), col},
+      vectorOf(cast<MemRefType>(view.flat.getType()).getElementType());
+  return vector::LoadOp::create(b, loc, type, view.flat, ValueRange{offset},
                                 /*nontemporal=*/false, accessAlignment(type));
 }
 
@@ -81,20 +96,20 @@ void RowBuilder::store(Value memref, ValueRange indices, Value vector) {
                           accessAlignment(cast<VectorType>(vector.getType())));
 }
 
-void RowBuilder::storeRow(Value tokens, Value token, Value col, Value vector) {
-  Type elementType = cast<MemRefType>(tokens.getType()).getElementType();
+void RowBuilder::storeRow(const RowView &view, Value offset, Value vector) {
+  Type elementType = cast<MemRefType>(view.flat.getType()).getElementType();
   VectorType type = vectorOf(elementType);
   if (vector.getType() != type)
     vector = arith::TruncFOp::create(b, loc, type, vector);
-  store(tokens, {token, col}, vector);
+  store(view.flat, {offset}, vector);
 }
 
-void RowBuilder::storeRowIf(Value condition, Value tokens, Value token,
-                            Value col, Value vector) {
+void RowBuilder::storeRowIf(Value condition, const RowView &view,
+                            Value offset, Value vector) {
   auto branch = scf::IfOp::create(b, loc, condition, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(branch.thenBlock()->getTerminator());
-  storeRow(tokens, token, col, vector);
+  storeRow(view, offset, vector);
 }
 
 Value RowBuilder::widen(Value vector, Type elementType) {

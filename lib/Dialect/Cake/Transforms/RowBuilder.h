@@ -29,6 +29,16 @@ struct DocCursor {
   }
 };
 
+/// A token buffer ([S, C]) seen as one flat run of S * C elements: a thread
+/// walking its channels down the rows then steps its offset by C, and LLVM
+/// can strength-reduce the step instead of multiplying each row's index.
+struct RowView {
+  Value flat;
+  Value channels;
+  /// The offset of the last row, where reads past the end are clamped to.
+  Value lastRow;
+};
+
 /// Builds the row math of one thread's tile: values are vectors of the
 /// thread's `lanes` channels.
 class RowBuilder {
@@ -49,18 +59,21 @@ public:
   Value atLeast(Value a, Value b);
   Value both(Value a, Value b);
 
-  /// The thread's channels of row `token` of `tokens` ([S, C]) as a vector of
-  /// the element type; a row past the last is the last, which stays in bounds
-  /// and is never stored.
-  Value loadRow(Value tokens, Value token, Value col);
+  /// The flat view of `tokens`; build it outside the row loops.
+  RowView view(Value tokens);
+  /// The offset of the thread's channels (from `col`) in row `token` of a
+  /// view of `shape`'s shape; with `clamp`, a row past the last is the last,
+  /// which stays in bounds and is never stored.
+  Value rowOffset(const RowView &shape, Value token, Value col, bool clamp);
+  /// The row at `offset` of `view` as a vector of its element type.
+  Value loadRow(const RowView &view, Value offset);
   /// Stores `vector` at `indices` as one access of the alignment its size
   /// implies.
   void store(Value memref, ValueRange indices, Value vector);
-  /// `vector` stored as row `token` of `tokens`, converted to its element
-  /// type.
-  void storeRow(Value tokens, Value token, Value col, Value vector);
+  /// `vector` stored at `offset` of `view`, converted to its element type.
+  void storeRow(const RowView &view, Value offset, Value vector);
   /// storeRow where `condition` holds.
-  void storeRowIf(Value condition, Value tokens, Value token, Value col,
+  void storeRowIf(Value condition, const RowView &view, Value offset,
                   Value vector);
 
   VectorType vectorOf(Type elementType);

@@ -42,16 +42,14 @@ int64_t sharedBytes(gpu::GPUFuncOp kernel) {
   return bytes;
 }
 
-/// The loads at the top of `loop`'s body that read a row of a kernel
-/// argument in global memory.
-SmallVector<vector::LoadOp> rowLoads(scf::ForOp loop, gpu::GPUFuncOp kernel) {
+/// The loads at the top of `loop`'s body from a buffer in global memory
+/// that the loop does not define: the rows.
+SmallVector<vector::LoadOp> rowLoads(scf::ForOp loop) {
   SmallVector<vector::LoadOp> loads;
-  for (auto load : loop.getBody()->getOps<vector::LoadOp>()) {
-    auto argument = dyn_cast<BlockArgument>(load.getBase());
-    if (argument && argument.getOwner() == &kernel.getBody().front() &&
-        !load.getMemRefType().getMemorySpace())
+  for (auto load : loop.getBody()->getOps<vector::LoadOp>())
+    if (!load.getMemRefType().getMemorySpace() &&
+        !loop->isAncestor(load.getBase().getParentBlock()->getParentOp()))
       loads.push_back(load);
-  }
   return loads;
 }
 
@@ -148,28 +146,19 @@ splitIntoStages(scf::ForOp loop, ArrayRef<vector::LoadOp> loads, Value ring,
   return issue;
 }
 
-/// The workgroup ring of `kernel` with room for `loads` rows of `rowType` in
-/// each of `stages` slots per thread: the row loops of a kernel run one after
-/// the other, each draining its copies, so they share one ring.
-FailureOr<Value> getOrAddRing(gpu::GPUFuncOp kernel, VectorType rowType,
-                              int64_t stages, int64_t loads, Location loc) {
+/// Adds to `kernel` a workgroup ring with one slot per thread, row load and
+/// stage; a warp's 16-byte slots are contiguous, so its accesses are free of
+/// bank conflicts.
+FailureOr<Value> addRing(gpu::GPUFuncOp kernel, VectorType rowType,
+                         int64_t stages, int64_t loads, Location loc) {
   std::optional<ArrayRef<int32_t>> blockSize = kernel.getKnownBlockSize();
   if (!blockSize)
     return kernel.emitError("cake-stage-rows needs gpu.known_block_size");
-  // One private slot per thread, row and stage; a warp's 16-byte slots are
-  // contiguous, so its accesses are free of bank conflicts.
   auto workgroup = gpu::AddressSpaceAttr::get(kernel.getContext(),
                                               gpu::AddressSpace::Workgroup);
   auto ringType = MemRefType::get(
       {stages, loads, (*blockSize)[0], rowType.getNumElements()},
       rowType.getElementType(), MemRefLayoutAttrInterface(), workgroup);
-  for (BlockArgument buffer : kernel.getWorkgroupAttributions()) {
-    auto type = cast<MemRefType>(buffer.getType());
-    if (type.getElementType() == ringType.getElementType() &&
-        type.getDimSize(0) == stages && type.getDimSize(1) >= loads &&
-        type.getShape().drop_front(2) == ringType.getShape().drop_front(2))
-      return Value(buffer);
-  }
   Value ring = kernel.addWorkgroupAttribution(ringType, loc);
   if (sharedBytes(kernel) > kStaticSharedBytes)
     return kernel.emitError("cake-stage-rows: ")
@@ -180,8 +169,9 @@ FailureOr<Value> getOrAddRing(gpu::GPUFuncOp kernel, VectorType rowType,
 }
 
 LogicalResult stageRowLoop(scf::ForOp loop, gpu::GPUFuncOp kernel,
-                           int64_t stages) {
-  SmallVector<vector::LoadOp> loads = rowLoads(loop, kernel);
+                           TilingAttr tiling) {
+  int64_t stages = tiling.getStages();
+  SmallVector<vector::LoadOp> loads = rowLoads(loop);
   if (loads.empty())
     return success();
   VectorType rowType = loads.front().getVectorType();
@@ -190,8 +180,7 @@ LogicalResult stageRowLoop(scf::ForOp loop, gpu::GPUFuncOp kernel,
       return load.emitError("cake-stage-rows: the row loads of one loop must "
                             "have one type");
   Location loc = loop.getLoc();
-  FailureOr<Value> ring =
-      getOrAddRing(kernel, rowType, stages, loads.size(), loc);
+  FailureOr<Value> ring = addRing(kernel, rowType, stages, loads.size(), loc);
   if (failed(ring))
     return failure();
 
@@ -222,6 +211,8 @@ LogicalResult stageRowLoop(scf::ForOp loop, gpu::GPUFuncOp kernel,
                                                          options);
   if (failed(pipelined))
     return loop.emitError("cake-stage-rows: cannot pipeline the row loop");
+  // Still the row loop, for cake-unroll-rows.
+  (*pipelined)->setAttr(kRowLoopAttrName, tiling);
   rewriter.setInsertionPointAfter(*pipelined);
   NVVM::CpAsyncWaitGroupOp::create(rewriter, loc, 0);
   return success();
@@ -237,14 +228,9 @@ struct CakeStageRowsPass
       if (tiling && tiling.getStages() > 0)
         loops.push_back(loop);
     });
-    // The loop with the most row loads first, so that the shared ring is
-    // sized for it (an unrolled loop and the loop of its leftover rows).
-    llvm::stable_sort(loops, [&](scf::ForOp a, scf::ForOp b) {
-      return rowLoads(a, kernel).size() > rowLoads(b, kernel).size();
-    });
     for (scf::ForOp loop : loops) {
       auto tiling = loop->getAttrOfType<TilingAttr>(kRowLoopAttrName);
-      if (failed(stageRowLoop(loop, kernel, tiling.getStages())))
+      if (failed(stageRowLoop(loop, kernel, tiling)))
         return signalPassFailure();
     }
   }

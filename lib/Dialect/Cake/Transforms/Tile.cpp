@@ -246,7 +246,8 @@ struct CakeTilePass : cake::impl::CakeTilePassBase<CakeTilePass> {
     auto emitError = [&] { return getOperation()->emitError("cake-tile: "); };
     TilingAttr defaultTiling = TilingAttr::getChecked(
         emitError, &getContext(), int64_t(vectorChannels),
-        int64_t(blockThreads), int64_t(stages), int64_t(unroll));
+        int64_t(blockThreads), int64_t(stages), int64_t(unroll),
+        /*minBlocks=*/int64_t(0));
     if (!defaultTiling)
       return signalPassFailure();
     RewritePatternSet patterns(&getContext());

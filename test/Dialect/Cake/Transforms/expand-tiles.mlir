@@ -3,24 +3,31 @@
 
 // The forward: taps and bias as vectors of the thread's 8 channels, the 3
 // rows before the tile and the document cursor (binary search) before a loop
-// over the tile's rows, marked for staging. A row deep enough in its document
+// over the tile's rows, marked for staging. Rows are read through a flat view
+// of x, at row * C + col. A row deep enough in its document
 // takes the branch without masks; the others advance the cursor entry by
 // entry and zero the rows before the document start.
 // CHECK-LABEL: func.func @fwd
 // CHECK-SAME: %[[X:[a-z0-9]+]]: memref<?x?xbf16>, {{.*}} %[[Y:[a-z0-9]+]]: memref<?x?xbf16>, %[[FIRST:[a-z0-9]+]]: index, %[[END:[a-z0-9]+]]: index, %[[COL:[a-z0-9]+]]: index)
 // CHECK-COUNT-8: vector.load {{.*}} : memref<?x4xf32>, vector<4xf32>
 // CHECK: %[[BIAS:.*]] = vector.load {{.*}} : memref<?xbf16>, vector<8xbf16>
-// CHECK-COUNT-3: vector.load %[[X]]
+// CHECK-DAG: %[[XF:.*]] = memref.collapse_shape %[[X]] {{\[\[}}0, 1]] : memref<?x?xbf16> into memref<?xbf16>
+// CHECK-DAG: %[[YF:.*]] = memref.collapse_shape %[[Y]] {{\[\[}}0, 1]]
+// CHECK-DAG: %[[C:.*]] = memref.dim %[[X]], %c1
+// CHECK-COUNT-3: vector.load %[[XF]]
 // CHECK: scf.while
 // CHECK: scf.for %[[T:.*]] = %[[FIRST]] to %[[END]] step %c1 iter_args(
-// CHECK:   %[[ROW:.*]] = vector.load %[[X]][%{{.*}}, %[[COL]]] {alignment = 16 : i64} : memref<?x?xbf16>, vector<8xbf16>
+// CHECK:   %[[START:.*]] = arith.muli %[[T]], %[[C]]
+// CHECK:   %[[CLAMPED:.*]] = arith.minsi %[[START]]
+// CHECK:   %[[AT:.*]] = arith.addi %[[CLAMPED]], %[[COL]]
+// CHECK:   %[[ROW:.*]] = vector.load %[[XF]][%[[AT]]] {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
 // CHECK:   %[[INTERIOR:.*]] = arith.andi
 // CHECK:   scf.if %[[INTERIOR]]
 // CHECK-NOT:   arith.select
 // CHECK:     vector.fma
 // CHECK:     %[[ACT:.*]] = cake.silu %{{.*}} {approx} : vector<8xf32>
 // CHECK:     %[[OUT:.*]] = arith.truncf %[[ACT]] : vector<8xf32> to vector<8xbf16>
-// CHECK:     vector.store %[[OUT]], %[[Y]][%[[T]], %[[COL]]] {alignment = 16 : i64}
+// CHECK:     vector.store %[[OUT]], %[[YF]][%{{.*}}] {alignment = 16 : i64}
 // CHECK:   } else {
 // CHECK:     scf.while
 // CHECK:       memref.load
@@ -47,15 +54,16 @@ func.func @fwd(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %b
 // row does not own.
 // CHECK-LABEL: func.func @bwd_fp32
 // CHECK-SAME: %[[DX:[a-z0-9]+]]: memref<?x?xbf16>, %[[P:[a-z0-9]+]]: memref<?x?xf64>, %[[FIRST:[a-z0-9]+]]: index, %[[END:[a-z0-9]+]]: index, %[[COL:[a-z0-9]+]]: index, %[[PART:[a-z0-9]+]]: index)
+// CHECK: %[[DXF:.*]] = memref.collapse_shape %[[DX]]
 // CHECK: %[[WALK:.*]] = arith.addi %[[END]], %c3
 // CHECK: %[[SUMS:.*]]:14 = scf.for %{{.*}} = %[[FIRST]] to %[[WALK]] step %c1
 // CHECK:   scf.if
 // CHECK:     cake.silu_derivative %{{.*}} : vector<4xf32>
-// CHECK:     vector.store %{{.*}}, %[[DX]]
+// CHECK:     vector.store %{{.*}}, %[[DXF]]
 // CHECK:     vector.fma %{{.*}} : vector<4xf64>
 // CHECK:   } else {
 // CHECK:     scf.if
-// CHECK:       vector.store %{{.*}}, %[[DX]]
+// CHECK:       vector.store %{{.*}}, %[[DXF]]
 // CHECK:     arith.select %{{.*}} : vector<4xf64>
 // CHECK: } {cake.row_loop =
 // CHECK: vector.store %{{.*}}, %[[P]][%[[PART]], %{{.*}}] {alignment = 16 : i64} : memref<?x?xf64>, vector<4xf64>
@@ -72,21 +80,3 @@ func.func @bwd_fp32(%x: memref<?x?xbf16>, %w: memref<?x4xbf16>, %cu: memref<?xi3
   return
 }
 
-// -----
-
-// `unroll` rows per iteration: upstream unrolling, and a loop for the rows
-// left over.
-// CHECK-LABEL: func.func @unrolled
-// CHECK: scf.for {{.*}} step %c2
-// CHECK-COUNT-2: vector.load %{{.*}} : memref<?x?xbf16>, vector<8xbf16>
-// CHECK: } {cake.row_loop = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 2>}
-// CHECK: scf.for {{.*}} step %c1
-// CHECK: } {cake.row_loop = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 2>}
-func.func @unrolled(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>,
-                    %y: memref<?x?xbf16>, %first: index, %end: index, %col: index) {
-  cake.fwd_tile %x, %w, %cu into %y rows [%first, %end) col %col
-      {activation = #cake.activation<silu>, width = 4 : i64,
-       tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 2>}
-      : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
-  return
-}

@@ -45,10 +45,13 @@ def Cake_TilingAttr : AttrDef<Cake_Dialect, "Tiling"> {
     - `block_threads`: threads per GPU block (a multiple of 32);
     - `stages`: row loads in flight ahead of the row being computed, staged
       through shared memory on the GPU (0: loads go straight to registers);
-    - `unroll`: rows per iteration of the row loop.
+    - `unroll`: rows per iteration of the row loop;
+    - `min_blocks` (optional): blocks of the kernel each multiprocessor must
+      hold at once, which caps the registers of a thread (0: no cap).
   }];
   let parameters = (ins "int64_t":$vector_channels, "int64_t":$block_threads,
-                        "int64_t":$stages, "int64_t":$unroll);
+                        "int64_t":$stages, "int64_t":$unroll,
+                        DefaultValuedParameter<"int64_t", "0">:$min_blocks);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

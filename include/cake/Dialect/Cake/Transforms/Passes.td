@@ -58,10 +58,10 @@ def CakeExpandTilesPass : Pass<"cake-expand-tiles"> {
     Expands `cake.fwd_tile` and `cake.bwd_tile` into the code one thread runs,
     target-independent: weights and bias in registers as vectors of the
     thread's channels, a window of the last `width - 1` rows carried by an
-    `scf.for` over the tile's rows (one row an iteration, then unrolled by the
-    tiling's `unroll`), whose row loads are `vector.load`s at the top of the
-    body. That loop is marked `cake.row_loop` with the tiling's `stages`, for
-    cake-stage-rows.
+    `scf.for` over the tile's rows, one row an iteration, whose row loads are
+    `vector.load`s at the top of the body. That loop is marked
+    `cake.row_loop` with the tile's tiling, for cake-stage-rows and
+    cake-unroll-rows.
 
     Each row takes one of two paths: rows at least `width - 1` tokens into
     their document, inside the tile, take a path with no masks; the others
@@ -104,6 +104,20 @@ def CakeStageRowsPass : Pass<"cake-stage-rows", "::mlir::gpu::GPUFuncOp"> {
                            "::mlir::nvgpu::NVGPUDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];
+}
+
+def CakeUnrollRowsPass : Pass<"cake-unroll-rows"> {
+  let summary = "Unroll row loops by their tiling's rows per iteration";
+  let description = [{
+    Unrolls each `scf.for` marked `cake.row_loop` by the tiling's `unroll`
+    (upstream `loopUnrollByFactor`, which also builds the loop of the rows
+    left over). After cake-stage-rows, so that each row keeps its own group of
+    copies and the ring slot stays `iteration mod stages`; the unrolled loop
+    carries the window and the pending sums from row to row in registers
+    without moves.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect"];
 }
 
 #endif // CAKE_DIALECT_CAKE_TRANSFORMS_PASSES_TD
