@@ -107,6 +107,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("unavailable_reason", &unavailableReason,
         py::call_guard<py::gil_scoped_release>(),
         "Why the CUDA driver cannot be used; empty when it can.");
+  m.def("load_kernels", &loadKernels, py::arg("device_index"),
+        py::call_guard<py::gil_scoped_release>(),
+        "Loads the kernels into the device's current context (once per "
+        "context, as its first launch would) and returns the image they came "
+        "from: 'cubin' (the build's sm_90a cubin, on compute capability 9.0) "
+        "or 'ptx' (compiled by the driver). CAKE_KERNEL_IMAGE=ptx|cubin in "
+        "the environment overrides the choice.");
   m.def("backward_workspace_bytes", &backwardWorkspaceBytes, py::arg("C"),
         py::arg("num_sms"),
         "Bytes of the backward workspace for C channels on a device with "
