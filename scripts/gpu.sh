@@ -41,7 +41,7 @@ step build python3 -m pip install --no-build-isolation --no-deps --no-index \
   .
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 
-step sanity python3 -c "import cake._C as c; print(c.kernels()[:1], c.is_supported(0), c.unavailable_reason())"
+step sanity python3 -c "import cake._C as c; print(c.kernels()[:1], c.is_supported(0), c.unavailable_reason(), c.load_kernels(0))"
 # The benchmark runs even when a test fails: one call of the GPU machine
 # should bring back both; the script still fails.
 status=0
@@ -51,5 +51,7 @@ step pytest python3 -m pytest -q -rs test/python || status=$?
 step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 \
   python3 -m pytest -q test/python/test_gpu_correctness.py -k garbage || status=$?
 step bench python3 benchmarks/bench_causal_conv1d.py --json "$log_dir/bench.json" \
+  || status=$?
+step first-call python3 benchmarks/first_call.py --json "$log_dir/first-call.json" \
   || status=$?
 exit "$status"
