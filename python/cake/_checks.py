@@ -7,11 +7,13 @@ was expected and what was given: ``cake: <arg> must <expected>; got <given>``.
 Exception types (docs/python-api.md):
 - TypeError: an argument of the wrong Python type, or a tensor of the wrong dtype;
 - ValueError: any other bad argument value: shape, contiguity, device placement,
-  alignment, workspace size, an unknown ``silu_grad_preactivation``;
+  alignment, an output overlapping another tensor, workspace size, an unknown
+  ``silu_grad_preactivation``;
 - RuntimeError: a device that cannot run the kernels (raised by ``_ops``).
 
 The checks here read tensor metadata only (plus data pointers in
-``check_alignment``); none reads tensor contents, so none synchronizes.
+``check_alignment`` and ``check_no_overlap``); none reads tensor contents, so none
+synchronizes.
 """
 
 from __future__ import annotations
@@ -152,6 +154,38 @@ def check_alignment(tensors: Iterable[tuple[str, torch.Tensor | None, int]]) -> 
                 f"cake: {name} must be {align}-byte aligned; got data pointer "
                 f"{value.data_ptr():#x} ({value.data_ptr() % align} bytes past a boundary)"
             )
+
+
+def check_no_overlap(
+    outputs: Sequence[tuple[str, torch.Tensor | None]],
+    inputs: Sequence[tuple[str, torch.Tensor | None]],
+) -> None:
+    """Checks that no output shares a byte with an input or another output; None skipped.
+
+    A kernel reading what another thread of it writes gives wrong or racy results,
+    so an output (out, dx, dweight, dbias, a workspace) that overlaps anything else
+    the launch touches is rejected, naming both. A tensor's extent is the bytes
+    [data_ptr, data_ptr + numel * element_size) (every tensor here is contiguous); an
+    empty tensor overlaps nothing. Inputs may overlap each other: they are only read.
+    Needs real tensors (data pointers), so it runs inside the custom ops.
+    """
+
+    def extents(pairs):
+        return [
+            (name, t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+            for name, t in pairs
+            if t is not None and t.numel() > 0
+        ]
+
+    outs, ins = extents(outputs), extents(inputs)
+    for i, (name, start, end) in enumerate(outs):
+        for other, other_start, other_end in ins + outs[:i]:
+            if start < other_end and other_start < end:
+                raise ValueError(
+                    f"cake: {name} overlaps {other}: an output must not share memory with "
+                    f"an input or another output; got {name} at bytes [{start:#x}, {end:#x}) "
+                    f"and {other} at [{other_start:#x}, {other_end:#x})"
+                )
 
 
 def check_workspace_size(name: str, value: torch.Tensor, need: int, channels: int) -> None:
