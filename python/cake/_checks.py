@@ -21,6 +21,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import torch
+from torch.fx.experimental.symbolic_shapes import guard_scalar
+
+try:
+    import numpy
+except ImportError:  # torch runs without numpy; then no value is a numpy integer
+    numpy = None
 
 #: Taps of the convolution; the kernels implement this width only.
 WIDTH = 4
@@ -30,6 +36,11 @@ CHANNEL_MULTIPLE = 8
 POLICIES = ("bf16", "fp32")
 #: Dtypes allowed for ``weight`` and ``bias``.
 PARAM_DTYPES = (torch.float32, torch.bfloat16)
+#: Numpy's integer scalar types, when numpy is there.
+NUMPY_INTEGERS = (numpy.integer,) if numpy is not None else ()
+#: What the workspace functions take for S and C (bool aside): under
+#: torch.compile(dynamic=True), x.shape's sizes are SymInts (Dynamo sees them as int).
+INTEGERS = (int, torch.SymInt, *NUMPY_INTEGERS)
 
 
 def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
@@ -198,15 +209,24 @@ def check_workspace_size(name: str, value: torch.Tensor, need: int, channels: in
 
 
 def check_sizes(S: object, C: object) -> None:
-    """Checks the (S, C) arguments of the workspace functions."""
+    """Checks the (S, C) arguments of the workspace functions: ints, numpy integers or
+    SymInts. The comparisons on a SymInt are guards, not specializations."""
     for name, value in (("S", S), ("C", C)):
         # bool is an int subclass, but True is not a token count.
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, INTEGERS):
             raise TypeError(f"cake: {name} must be an int; got {type(value).__name__}")
     if S < 0:
         raise ValueError(f"cake: S must be >= 0; got {S}")
     if C <= 0 or C % CHANNEL_MULTIPLE != 0:
         raise ValueError(f"cake: C must be a positive multiple of {CHANNEL_MULTIPLE}; got {C}")
+
+
+def concrete_int(value: int) -> int:
+    """A size accepted by ``check_sizes`` as a Python int. A SymInt is specialized:
+    the caller's compiled code is guarded on its value (Dynamo traces guard_scalar)."""
+    if isinstance(value, NUMPY_INTEGERS):
+        return int(value)
+    return guard_scalar(value)
 
 
 def as_device(device: object) -> torch.device:

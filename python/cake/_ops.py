@@ -78,6 +78,10 @@ def num_sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
+# Under torch.compile the count is computed when tracing and kept as a constant, as
+# Dynamo cannot trace into the extension: it depends only on the arguments (C
+# specialized, the device a constant) and the device's SM count, fixed per device.
+@torch.compiler.assume_constant_result
 def backward_workspace_bytes(channels: int, device: torch.device) -> int:
     extension, index = require_supported(device)
     return extension.backward_workspace_bytes(channels, num_sms(index))

@@ -40,7 +40,8 @@ def cake_causal_conv1d_train_forward_workspace_bytes(S: int, C: int, device) -> 
     """Bytes of the forward workspace: always 0, the forward needs none.
 
     The arguments are still checked (``device`` must be a CUDA device) so that code
-    written against this API fails the same way whatever the op's needs are.
+    written against this API fails the same way whatever the op's needs are. S and C
+    may be ints, numpy integers or SymInts; neither is specialized.
     """
     _checks.check_sizes(S, C)
     device = _checks.as_device(device)
@@ -58,9 +59,13 @@ def cake_causal_conv1d_train_forward_workspace(S: int, C: int, device) -> torch.
 
 
 def cake_causal_conv1d_train_backward_workspace_bytes(S: int, C: int, device) -> int:
-    """Bytes of the backward workspace; depends on C and the device, not on S."""
+    """Bytes of the backward workspace; depends on C and the device, not on S.
+
+    S and C may be ints, numpy integers or SymInts (x.shape under
+    ``torch.compile(dynamic=True)``): C is then specialized, S is not.
+    """
     _checks.check_sizes(S, C)
-    return _ops.backward_workspace_bytes(C, _checks.as_device(device))
+    return _ops.backward_workspace_bytes(_checks.concrete_int(C), _checks.as_device(device))
 
 
 def cake_causal_conv1d_train_backward_workspace(S: int, C: int, device) -> torch.Tensor:

@@ -145,3 +145,36 @@ def test_torch_compile_fullgraph_matches_eager(policy):
     for name, a, b in zip(NAMES, *results, strict=True):
         assert_bitwise_equal(name, a, b)
     assert_outputs(case, **dict(zip(NAMES, results[0], strict=True)))
+
+
+def test_torch_compile_dynamic_shapes_sizes_workspaces_from_x():
+    # The workspace functions take x.shape's SymInts: no graph break (fullgraph), and
+    # a second S runs the same graph (fail_on_recompile) with the right results.
+    def step(x, weight, cu_seqlens, bias, dy):
+        S, C = x.shape[0], x.shape[1]
+        forward_workspace = cake.cake_causal_conv1d_train_forward_workspace(S, C, x.device)
+        backward_workspace = cake.cake_causal_conv1d_train_backward_workspace(S, C, x.device)
+        y = cake.cake_causal_conv1d_train_forward(
+            x, weight, cu_seqlens, bias=bias, workspace=forward_workspace
+        )
+        grads = cake.cake_causal_conv1d_train_backward(
+            x, weight, cu_seqlens, dy, bias=bias, workspace=backward_workspace
+        )
+        return (y, *grads)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, dynamic=True, fullgraph=True)
+    cases = [
+        make_case(random_lengths(S, docs, seed=41 + S), 192, seed=42 + S)
+        for S, docs in ((3000, 7), (4100, 11))
+    ]
+    for i, case in enumerate(cases):
+        args = (case.x, case.weight, case.cu_seqlens, case.bias, case.dy)
+        if i == 0:
+            got = compiled(*args)
+        else:
+            with torch.compiler.set_stance("fail_on_recompile"):
+                got = compiled(*args)
+        for name, a, b in zip(NAMES, got, step(*args), strict=True):
+            assert_bitwise_equal(name, a, b)
+        assert_outputs(case, **dict(zip(NAMES, got, strict=True)))
