@@ -255,7 +255,9 @@ OVERLAPS = [
     overlap("fwd-workspace-in-out", forward, _workspace_in_out, "workspace", "out"),
     overlap("bwd-dx=dy", backward, lambda a: {"dx": a["dy"]}, "dx", "dy"),
     overlap("bwd-dx=x", backward, lambda a: {"dx": a["x"]}, "dx", "x"),
-    overlap("bwd-dweight=weight", backward, lambda a: {"dweight": a["weight"]}, "dweight", "weight"),
+    overlap(
+        "bwd-dweight=weight", backward, lambda a: {"dweight": a["weight"]}, "dweight", "weight"
+    ),
     overlap("bwd-dbias=bias", backward, lambda a: {"dbias": a["bias"]}, "dbias", "bias"),
     overlap("bwd-dweight-dbias", backward, _dweight_and_dbias_in_one_buffer, "dbias", "dweight"),
     overlap("bwd-workspace-in-dx", backward, _workspace_in_dx, "workspace", "dx"),
