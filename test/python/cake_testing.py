@@ -43,7 +43,8 @@ terms") and TINY = 2**-146 (8 units of fp32's subnormal spacing):
   bf16(pre) unless pre +- spread straddles a bf16 rounding midpoint: then the two z
   differ by one bf16 ulp (no reference can know on which side the kernel's fp32 sum
   lands). g moves by at most |dy| max|silu''| |dz| for that, plus its own rounding,
-  (EPS + |z| u) |dy| s (1 + |z| (1 - s)) + |dy| (1 + |z|) TINY.
+  (EPS + |z| u) |dy| s (1 + |z| (1 - s)) + (1 + |dy|) (1 + |z|) TINY, the last for a
+  subnormal s or product of it (dy s is rounded to 2**-150 whatever dy is).
 - dx = sum_k w_k g: the g errors through |w|, plus EPS sum_k |w_k g| + TINY.
 """
 
@@ -277,11 +278,13 @@ def _silu2_bound(lo: torch.Tensor, hi: torch.Tensor) -> torch.Tensor:
     return torch.minimum(torch.exp(-d) * (2 + d), torch.full_like(d, 0.5))
 
 
-def _sigmoid_abs_error(s: torch.Tensor) -> torch.Tensor:
-    """Absolute rounding of an fp32 sigmoid value s from fp32's subnormal range: TINY,
-    but no more than s itself plus one subnormal step (s below 2**-149 rounds to 0 or
-    2**-149)."""
-    return torch.clamp(s + F32_SUBNORMAL, max=TINY)
+def _subnormal_error(s: torch.Tensor) -> torch.Tensor:
+    """Absolute rounding, in fp32's subnormal range, of an fp32 sigmoid s and of the
+    products made from it: TINY, but no more than s plus one subnormal step where s
+    is that small, and none where s is below 2**-152 (it and its products round to 0,
+    exactly what they are to within s)."""
+    error = torch.clamp(s + F32_SUBNORMAL, max=TINY)
+    return torch.where(s < 2.0**-152, s, error)
 
 
 def _policy_z(pre: torch.Tensor, spread: torch.Tensor, policy: str):
@@ -333,7 +336,7 @@ def reference_window(case: Case, r0: int, r1: int) -> Window:
     silu_slope = _silu_prime(pre).abs() + _silu2_bound(pre - spread, pre + spread) * spread
     y_floor = (
         (EPS + pre.abs() * U) * y.abs()
-        + pre.abs() * _sigmoid_abs_error(torch.sigmoid(pre))
+        + pre.abs() * _subnormal_error(torch.sigmoid(pre))
         + silu_slope * spread
         + TINY
     )
@@ -345,7 +348,9 @@ def reference_window(case: Case, r0: int, r1: int) -> Window:
     g_err = (
         dy_abs * _silu2_bound(z_lo, z_hi) * dz
         + (EPS + z.abs() * U) * dy_abs * s * (1 + z.abs() * (1 - s))
-        + dy_abs * (1 + z.abs()) * _sigmoid_abs_error(s)
+        # Subnormal rounding of s, and of a product of it with dy or (1 + z (1 - s)),
+        # times what multiplies it after.
+        + (1 + dy_abs) * (1 + z.abs()) * _subnormal_error(s)
     )
     dx = reference.input_grad(w, cu, g)
     dx_floor = reference.input_grad(w.abs(), cu, g_err + EPS * g.abs()) + TINY
