@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Builds Cake on the GPU machine from kernels generated elsewhere, then runs
-# the Python tests and the benchmark. Runs from the repository root, offline:
+# the Python tests, the sanitizers and the benchmarks. Runs from the
+# repository root, offline:
 #
-#   scripts/gpu.sh [KERNELS_DIR]     # default: build/kernels
+#   scripts/gpu.sh [KERNELS_DIR [STEP...]]   # default: build/kernels, all steps
+#
+# STEPs, after the build: pytest (all of test/python), sanitizers
+# (compute-sanitizer's four tools over small selections), bench, first-call.
+# Naming some runs only those, to fit a run in a time limit.
 #
 # The package is built with the compiler off and installed into
 # build/gpu-site (a --target folder put on PYTHONPATH), leaving the system's
@@ -11,6 +16,16 @@
 set -euo pipefail
 
 kernels_dir=$(realpath "${1:-build/kernels}")
+shift $(($# > 0 ? 1 : 0))
+steps=${*:-pytest sanitizers bench first-call}
+for wanted in $steps; do
+  case $wanted in
+    pytest | sanitizers | bench | first-call) ;;
+    *) echo "error: unknown step '$wanted'" >&2; exit 1 ;;
+  esac
+done
+# Whether step $1 was asked for.
+wants() { [[ " $steps " == *" $1 "* ]]; }
 for file in cake_kernels.ptx cake_kernels.manifest; do
   if [[ ! -f "$kernels_dir/$file" ]]; then
     echo "error: $kernels_dir/$file not found" >&2
@@ -45,13 +60,34 @@ step sanity python3 -c "import cake._C as c; print(c.kernels()[:1], c.is_support
 # The benchmark runs even when a test fails: one call of the GPU machine
 # should bring back both; the script still fails.
 status=0
-step pytest python3 -m pytest -q -rs test/python || status=$?
-# Out-of-bounds accesses that land inside other allocations pass the tests'
-# guard bands unseen: memcheck sees them.
-step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 \
-  python3 -m pytest -q test/python/test_gpu_correctness.py -k garbage || status=$?
-step bench python3 benchmarks/bench_causal_conv1d.py --json "$log_dir/bench.json" \
-  || status=$?
-step first-call python3 benchmarks/first_call.py --json "$log_dir/first-call.json" \
-  || status=$?
+if wants pytest; then
+  step pytest python3 -m pytest -q -rs test/python || status=$?
+fi
+# compute-sanitizer over small selections (it is slow). PyTorch's caching
+# allocator puts many tensors in one cudaMalloc block, where an access that
+# strays from one tensor into another looks legal: without it every tensor is
+# an allocation of its own. memcheck sees out-of-bounds accesses that pass the
+# garbage test's guard bands; racecheck, initcheck (reads of memory nothing
+# wrote) and synccheck run a small forward and backward on every route.
+sanitize() {
+  local tool=$1 selection=$2
+  step "$tool" env PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+    compute-sanitizer --tool "$tool" --error-exitcode 1 \
+    python3 -m pytest -q -p no:cacheprovider test/python/test_gpu_correctness.py \
+    -k "$selection"
+}
+if wants sanitizers; then
+  sanitize memcheck garbage || status=$?
+  for tool in racecheck initcheck synccheck; do
+    sanitize "$tool" small_forward_backward || status=$?
+  done
+fi
+if wants bench; then
+  step bench python3 benchmarks/bench_causal_conv1d.py --json "$log_dir/bench.json" \
+    || status=$?
+fi
+if wants first-call; then
+  step first-call python3 benchmarks/first_call.py --json "$log_dir/first-call.json" \
+    || status=$?
+fi
 exit "$status"
