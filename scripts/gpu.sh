@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Builds Cake on the GPU machine from kernels generated elsewhere, then runs
-# the Python tests and the benchmarks. Runs from the repository root, offline:
+# the Python tests, the sanitizers and the benchmarks. Runs from the
+# repository root, offline:
 #
-#   scripts/gpu.sh [KERNELS_DIR]     # default: build/kernels
+#   scripts/gpu.sh [KERNELS_DIR [STEP...]]   # default: build/kernels, all steps
+#
+# STEPs, after the build: pytest (all of test/python), sanitizers
+# (compute-sanitizer's four tools over small selections), bench (every peer),
+# host (host time per call), first-call.
+# Naming some runs only those, to fit a run in a time limit.
 #
 # The benchmark's peers come from the ignored folders .whl and .peers when the
 # device call carries them (benchmarks/peers/setup_peers.sh); without them it
@@ -15,6 +21,16 @@
 set -euo pipefail
 
 kernels_dir=$(realpath "${1:-build/kernels}")
+shift $(($# > 0 ? 1 : 0))
+steps=${*:-pytest sanitizers bench host first-call}
+for wanted in $steps; do
+  case $wanted in
+    pytest | sanitizers | bench | host | first-call) ;;
+    *) echo "error: unknown step '$wanted'" >&2; exit 1 ;;
+  esac
+done
+# Whether step $1 was asked for.
+wants() { [[ " $steps " == *" $1 "* ]]; }
 for file in cake_kernels.ptx cake_kernels.manifest; do
   if [[ ! -f "$kernels_dir/$file" ]]; then
     echo "error: $kernels_dir/$file not found" >&2
@@ -48,25 +64,56 @@ step build python3 -m pip install --no-build-isolation --no-deps --no-index \
   .
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 
-step sanity python3 -c "import cake._C as c; print(c.kernels()[:1], c.is_supported(0), c.unavailable_reason())"
+step sanity python3 -c "import cake._C as c; print(c.kernels()[:1], c.is_supported(0), c.unavailable_reason(), c.load_kernels(0))"
 # Before the tests: a peer that must be compiled here builds while they run.
 peers_site="$repo/build/peers-site"
-step peers benchmarks/peers/setup_peers.sh "$peers_site" || echo "peers: setup failed"
+if wants bench; then
+  step peers benchmarks/peers/setup_peers.sh "$peers_site" || echo "peers: setup failed"
+fi
 # The benchmark runs even when a test fails: one call of the GPU machine
 # should bring back both; the script still fails.
 status=0
-step pytest python3 -m pytest -q -rs test/python || status=$?
-# Out-of-bounds accesses that land inside other allocations pass the tests'
-# guard bands unseen: memcheck sees them.
-step memcheck compute-sanitizer --tool memcheck --error-exitcode 1 \
-  python3 -m pytest -q test/python/test_gpu_correctness.py -k garbage || status=$?
-# Waits for a causal-conv1d build here (only when the carried one did not
-# import) while that leaves the benchmark 5 minutes.
-SETUP_PEERS_WAIT_S=$((deadline - SECONDS - 300)) step peers-wait \
-  benchmarks/peers/setup_peers.sh --wait "$peers_site" || echo "peers: setup failed"
-# Starts no new shape when the last might not end by the deadline.
-step bench env PYTHONPATH="$PYTHONPATH:$peers_site" python3 benchmarks/bench_causal_conv1d.py \
-  --json "$log_dir/bench.json" --plot "$log_dir/bench.png" \
-  --time-budget $((deadline - SECONDS - 120)) || status=$?
-step host python3 benchmarks/bench_host_overhead.py --json "$log_dir/host.json" || status=$?
+if wants pytest; then
+  step pytest python3 -m pytest -q -rs test/python || status=$?
+fi
+# compute-sanitizer over small selections (it is slow). PyTorch's caching
+# allocator puts many tensors in one cudaMalloc block, where an access that
+# strays from one tensor into another looks legal: without it every tensor is
+# an allocation of its own. memcheck sees out-of-bounds accesses that pass the
+# garbage test's guard bands; racecheck, initcheck (reads of memory nothing
+# wrote) and synccheck run a small forward and backward on every route.
+# racecheck and synccheck judge each kernel alone, so they check Cake's only
+# (kernel names start with cake_); initcheck must see PyTorch's kernels write
+# the inputs, so it checks all.
+sanitize() {
+  local tool=$1 selection=$2
+  shift 2
+  step "$tool" env PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+    compute-sanitizer --tool "$tool" --error-exitcode 1 "$@" \
+    python3 -m pytest -q -p no:cacheprovider test/python/test_gpu_correctness.py \
+    -k "$selection"
+}
+if wants sanitizers; then
+  sanitize memcheck garbage || status=$?
+  sanitize racecheck small_forward_backward --kernel-name kns=cake_ || status=$?
+  sanitize initcheck small_forward_backward || status=$?
+  sanitize synccheck small_forward_backward --kernel-name kns=cake_ || status=$?
+fi
+if wants bench; then
+  # Waits for a causal-conv1d build here (only when the carried one did not
+  # import) while that leaves the benchmark 5 minutes.
+  SETUP_PEERS_WAIT_S=$((deadline - SECONDS - 300)) step peers-wait \
+    benchmarks/peers/setup_peers.sh --wait "$peers_site" || echo "peers: setup failed"
+  # Starts no new shape when the last might not end by the deadline.
+  step bench env PYTHONPATH="$PYTHONPATH:$peers_site" python3 benchmarks/bench_causal_conv1d.py \
+    --json "$log_dir/bench.json" --plot "$log_dir/bench.png" \
+    --time-budget $((deadline - SECONDS - 120)) || status=$?
+fi
+if wants host; then
+  step host python3 benchmarks/bench_host_overhead.py --json "$log_dir/host.json" || status=$?
+fi
+if wants first-call; then
+  step first-call python3 benchmarks/first_call.py --json "$log_dir/first-call.json" \
+    || status=$?
+fi
 exit "$status"

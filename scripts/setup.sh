@@ -22,11 +22,11 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-if ! "$CAKE_VENV/bin/python" -c "import torch, pybind11, pytest, scikit_build_core" 2>/dev/null; then
+if ! "$CAKE_VENV/bin/python" -c "import torch, pybind11, pytest, hypothesis, scikit_build_core" 2>/dev/null; then
   echo "setup: creating $CAKE_VENV (torch $TORCH_VERSION is a large download)"
   python3 -m venv "$CAKE_VENV"
   "$CAKE_VENV/bin/pip" install -q "torch==$TORCH_VERSION" "pybind11==3.0.1" \
-    "scikit-build-core>=0.10" pytest numpy
+    "scikit-build-core>=0.10" pytest hypothesis numpy
 fi
 
 if ! command -v ptxas >/dev/null && [[ ! -x /usr/local/cuda/bin/ptxas ]]; then

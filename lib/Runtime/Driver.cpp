@@ -58,6 +58,11 @@ static LoadedDriver loadDriver() {
     return missingEntryPoint(CAKE_STRINGIFY(fn));
   CAKE_DRIVER_FUNCTIONS(CAKE_DRIVER_LOAD)
 #undef CAKE_DRIVER_LOAD
+#define CAKE_DRIVER_LOAD_OPTIONAL(fn)                                          \
+  driver.fn =                                                                  \
+      reinterpret_cast<decltype(&::fn)>(dlsym(handle, CAKE_STRINGIFY(fn)));
+  CAKE_OPTIONAL_DRIVER_FUNCTIONS(CAKE_DRIVER_LOAD_OPTIONAL)
+#undef CAKE_DRIVER_LOAD_OPTIONAL
 
   if (CUresult status = driver.cuInit(0); status != CUDA_SUCCESS) {
     const char *name = nullptr;

@@ -6,7 +6,8 @@
 //
 // This file declares what the runtime's source files share and nothing else
 // sees: the table of CUDA driver entry points, resolved at run time, the
-// driver error check, and the lookup of a kernel's CUfunction.
+// driver error check, the lookup of a kernel's CUfunction, and the embedded
+// kernel images.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,13 +42,20 @@ namespace cake::runtime::detail {
   X(cuModuleLoadDataEx)                                                        \
   X(cuModuleGetFunction)                                                       \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                               \
+  X(cuThreadExchangeStreamCaptureMode)                                         \
   X(cuLaunchKernelEx)
+
+/// Entry points of newer drivers than the runtime needs; null when the driver
+/// lacks them. cuFuncLoad (CUDA 12.4) finishes loading a function that lazy
+/// module loading left partly loaded.
+#define CAKE_OPTIONAL_DRIVER_FUNCTIONS(X) X(cuFuncLoad)
 
 /// Pointers to the CUDA driver's entry points, one member per function, named
 /// like the function.
 struct Driver {
 #define CAKE_DRIVER_MEMBER(fn) decltype(&::fn) fn = nullptr;
   CAKE_DRIVER_FUNCTIONS(CAKE_DRIVER_MEMBER)
+  CAKE_OPTIONAL_DRIVER_FUNCTIONS(CAKE_DRIVER_MEMBER)
 #undef CAKE_DRIVER_MEMBER
 };
 
@@ -63,13 +71,21 @@ std::string describeResult(CUresult result);
 void checkResult(CUresult result, const std::string &what);
 
 /// Returns the CUfunction of `kernel` in the current context, loading the
-/// embedded PTX into that context on first use.
+/// embedded kernels into that context on first use.
 CUfunction getFunction(const KernelInfo &kernel);
 
-/// The build-time copies of cake_kernels.ptx and cake_kernels.manifest,
-/// NUL-terminated (defined in the .cpp that cmake/EmbedKernels.cmake writes).
+/// Returns the image that the current context's kernels were loaded from
+/// ("cubin" or "ptx"), loading them first if needed.
+std::string getLoadedImage();
+
+/// The build-time copies of cake_kernels.ptx, cake_kernels.manifest and the
+/// sm_90a cubin that cmake/CheckPTX.cmake assembles from that PTX, each
+/// followed by a NUL (defined in the .cpp that cmake/EmbedKernels.cmake
+/// writes). The cubin is an ELF image, aligned for the driver to read it in
+/// place.
 extern const char embeddedPtx[];
 extern const char embeddedManifest[];
+alignas(64) extern const unsigned char embeddedCubin[];
 
 } // namespace cake::runtime::detail
 

@@ -6,7 +6,9 @@
 //
 // This file implements the parsing of the embedded kernel manifest
 // (docs/kernel-abi.md), the choice of a kernel for a call, the backward
-// workspace size, and the loading of the embedded PTX once per CUDA context.
+// workspace size, and the loading of the embedded kernels once per CUDA
+// context: the sm_90a cubin that the build checked on compute capability 9.0,
+// the PTX (compiled by the driver) on any other device.
 //
 //===----------------------------------------------------------------------===//
 
@@ -193,6 +195,9 @@ namespace {
 struct KernelLibrary {
   std::string ptx;
   std::string manifest;
+  /// The sm_90a cubin; null for a library loaded from CAKE_KERNEL_LIBRARY,
+  /// which runs from its PTX.
+  const unsigned char *cubin;
 };
 } // namespace
 
@@ -212,9 +217,10 @@ static const KernelLibrary &getLibrary() {
   static const KernelLibrary library = [] {
     const char *dir = std::getenv("CAKE_KERNEL_LIBRARY");
     if (!dir || !*dir)
-      return KernelLibrary{embeddedPtx, embeddedManifest};
+      return KernelLibrary{embeddedPtx, embeddedManifest, embeddedCubin};
     return KernelLibrary{readFile(std::string(dir) + "/cake_kernels.ptx"),
-                         readFile(std::string(dir) + "/cake_kernels.manifest")};
+                         readFile(std::string(dir) + "/cake_kernels.manifest"),
+                         nullptr};
   }();
   return library;
 }
@@ -256,47 +262,112 @@ int64_t cake::runtime::backwardWorkspaceBytes(int64_t C, int device) {
 }
 
 //===----------------------------------------------------------------------===//
-// PTX module
+// Kernel module
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// The embedded PTX loaded into one context, and its kernels.
+/// The embedded kernels loaded into one context, and the image they came from.
 struct LoadedModule {
   CUmodule module = nullptr;
+  const char *image = nullptr; ///< "cubin" or "ptx".
   std::unordered_map<std::string, CUfunction> functions;
+};
+
+/// Sets the calling thread's stream capture mode to relaxed for the scope's
+/// life. Loading a module is no stream operation, but it may allocate device
+/// memory, which a thread in the default (global) capture mode may not do
+/// while a stream capture is under way; relaxed, the load runs at once,
+/// outside any graph, and the capture stays valid. Nothing is issued to a
+/// stream inside the scope.
+class RelaxedCaptureScope {
+public:
+  explicit RelaxedCaptureScope(const Driver &driver) : driver(driver) {
+    checkResult(driver.cuThreadExchangeStreamCaptureMode(&mode),
+                "cuThreadExchangeStreamCaptureMode");
+  }
+  RelaxedCaptureScope(const RelaxedCaptureScope &) = delete;
+  RelaxedCaptureScope &operator=(const RelaxedCaptureScope &) = delete;
+  ~RelaxedCaptureScope() { driver.cuThreadExchangeStreamCaptureMode(&mode); }
+
+private:
+  const Driver &driver;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
 };
 } // namespace
 
+/// Returns true if the current context's device runs the embedded cubin:
+/// cmake/CheckPTX.cmake assembles it for sm_90a, which only compute
+/// capability 9.0 runs. CAKE_KERNEL_IMAGE=ptx or =cubin overrides the choice
+/// (to measure the JIT path, or to see the cubin fail elsewhere).
+static bool useCubin(const Driver &driver) {
+  if (!getLibrary().cubin)
+    return false;
+  const char *choice = std::getenv("CAKE_KERNEL_IMAGE");
+  std::string_view value = choice ? choice : "";
+  if (value == "ptx" || value == "cubin")
+    return value == "cubin";
+  if (!value.empty() && value != "auto")
+    throw std::runtime_error("cake: CAKE_KERNEL_IMAGE must be 'auto', "
+                             "'cubin' or 'ptx', got '" +
+                             std::string(value) + "'");
+  CUdevice device;
+  checkResult(driver.cuCtxGetDevice(&device), "cuCtxGetDevice");
+  int major = 0, minor = 0;
+  checkResult(driver.cuDeviceGetAttribute(
+                  &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+              "cuDeviceGetAttribute");
+  checkResult(driver.cuDeviceGetAttribute(
+                  &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+              "cuDeviceGetAttribute");
+  return major == 9 && minor == 0;
+}
+
+/// Loads the embedded kernels into the current context, every function fully:
+/// nothing is left for a later launch to load (which could fall inside a
+/// CUDA graph capture, or race another stream's work).
 static LoadedModule loadModule(const Driver &driver) {
   LoadedModule loaded;
+  bool cubin = useCubin(driver);
+  loaded.image = cubin ? "cubin" : "ptx";
   std::string log(16384, '\0');
   CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER,
                             CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void *values[] = {log.data(), reinterpret_cast<void *>(log.size())};
-  CUresult result = driver.cuModuleLoadDataEx(&loaded.module,
-                                              getLibrary().ptx.c_str(), 2,
-                                              options, values);
+  const KernelLibrary &library = getLibrary();
+  const void *image = cubin ? static_cast<const void *>(library.cubin)
+                            : static_cast<const void *>(library.ptx.c_str());
+  RelaxedCaptureScope relaxed(driver);
+  CUresult result =
+      driver.cuModuleLoadDataEx(&loaded.module, image, 2, options, values);
   if (result != CUDA_SUCCESS)
     throw std::runtime_error(
-        "cake: cuModuleLoadDataEx of the embedded PTX failed: " +
-        describeResult(result) + "\nJIT error log:\n" + log.c_str());
+        std::string("cake: cuModuleLoadDataEx of the embedded ") +
+        loaded.image + " failed: " + describeResult(result) +
+        "\nJIT error log:\n" + log.c_str());
   for (const KernelInfo &kernel : getKernels()) {
     CUfunction function;
     checkResult(driver.cuModuleGetFunction(&function, loaded.module,
                                            kernel.name.c_str()),
                 "cuModuleGetFunction for kernel " + kernel.name);
+    // Under CUDA_MODULE_LOADING=LAZY (the default of recent drivers) a
+    // function may still be partly loaded; drivers before 12.4 lack
+    // cuFuncLoad and load it in cuModuleGetFunction.
+    if (driver.cuFuncLoad)
+      checkResult(driver.cuFuncLoad(function),
+                  "cuFuncLoad for kernel " + kernel.name);
     loaded.functions.emplace(kernel.name, function);
   }
   return loaded;
 }
 
-CUfunction detail::getFunction(const KernelInfo &kernel) {
+/// Returns the kernels of the current context, loading them on first use.
+static const LoadedModule &getModule() {
   const Driver &driver = getDriver();
   CUcontext context;
   checkResult(driver.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
   if (!context)
-    throw std::runtime_error("cake: no current CUDA context to launch " +
-                             kernel.name + " in");
+    throw std::runtime_error(
+        "cake: no current CUDA context to load the kernels into");
 
   static std::mutex mutex;
   static std::unordered_map<CUcontext, LoadedModule> modules;
@@ -304,5 +375,12 @@ CUfunction detail::getFunction(const KernelInfo &kernel) {
   auto it = modules.find(context);
   if (it == modules.end())
     it = modules.emplace(context, loadModule(driver)).first;
-  return it->second.functions.at(kernel.name);
+  // Elements of an unordered_map stay put when it grows.
+  return it->second;
 }
+
+CUfunction detail::getFunction(const KernelInfo &kernel) {
+  return getModule().functions.at(kernel.name);
+}
+
+std::string detail::getLoadedImage() { return getModule().image; }

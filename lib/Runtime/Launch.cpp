@@ -85,6 +85,11 @@ private:
 };
 } // namespace
 
+std::string cake::runtime::loadKernels(int device) {
+  DeviceContextGuard guard(device);
+  return getLoadedImage();
+}
+
 //===----------------------------------------------------------------------===//
 // Kernel launch
 //===----------------------------------------------------------------------===//

@@ -7,11 +7,13 @@ was expected and what was given: ``cake: <arg> must <expected>; got <given>``.
 Exception types (docs/python-api.md):
 - TypeError: an argument of the wrong Python type, or a tensor of the wrong dtype;
 - ValueError: any other bad argument value: shape, contiguity, device placement,
-  alignment, workspace size, an unknown ``silu_grad_preactivation``;
+  alignment, an output overlapping another tensor, workspace size, an unknown
+  ``silu_grad_preactivation``;
 - RuntimeError: a device that cannot run the kernels (raised by ``_ops``).
 
 The checks here read tensor metadata only (plus data pointers in
-``check_alignment``); none reads tensor contents, so none synchronizes.
+``check_alignment`` and ``check_no_overlap``); none reads tensor contents, so none
+synchronizes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import torch
+from torch.fx.experimental.symbolic_shapes import guard_scalar
+
+try:
+    import numpy
+except ImportError:  # torch runs without numpy; then no value is a numpy integer
+    numpy = None
 
 #: Taps of the convolution; the kernels implement this width only.
 WIDTH = 4
@@ -28,6 +36,11 @@ CHANNEL_MULTIPLE = 8
 POLICIES = ("bf16", "fp32")
 #: Dtypes allowed for ``weight`` and ``bias``.
 PARAM_DTYPES = (torch.float32, torch.bfloat16)
+#: Numpy's integer scalar types, when numpy is there.
+NUMPY_INTEGERS = (numpy.integer,) if numpy is not None else ()
+#: What the workspace functions take for S and C (bool aside): under
+#: torch.compile(dynamic=True), x.shape's sizes are SymInts (Dynamo sees them as int).
+INTEGERS = (int, torch.SymInt, *NUMPY_INTEGERS)
 
 
 def _dtype_names(dtypes: Sequence[torch.dtype]) -> str:
@@ -154,6 +167,38 @@ def check_alignment(tensors: Iterable[tuple[str, torch.Tensor | None, int]]) -> 
             )
 
 
+def check_no_overlap(
+    outputs: Sequence[tuple[str, torch.Tensor | None]],
+    inputs: Sequence[tuple[str, torch.Tensor | None]],
+) -> None:
+    """Checks that no output shares a byte with an input or another output; None skipped.
+
+    A kernel reading what another thread of it writes gives wrong or racy results,
+    so an output (out, dx, dweight, dbias, a workspace) that overlaps anything else
+    the launch touches is rejected, naming both. A tensor's extent is the bytes
+    [data_ptr, data_ptr + numel * element_size) (every tensor here is contiguous); an
+    empty tensor overlaps nothing. Inputs may overlap each other: they are only read.
+    Needs real tensors (data pointers), so it runs inside the custom ops.
+    """
+
+    def extents(pairs):
+        return [
+            (name, t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+            for name, t in pairs
+            if t is not None and t.numel() > 0
+        ]
+
+    outs, ins = extents(outputs), extents(inputs)
+    for i, (name, start, end) in enumerate(outs):
+        for other, other_start, other_end in ins + outs[:i]:
+            if start < other_end and other_start < end:
+                raise ValueError(
+                    f"cake: {name} overlaps {other}: an output must not share memory with "
+                    f"an input or another output; got {name} at bytes [{start:#x}, {end:#x}) "
+                    f"and {other} at [{other_start:#x}, {other_end:#x})"
+                )
+
+
 def check_workspace_size(name: str, value: torch.Tensor, need: int, channels: int) -> None:
     have = value.numel() * value.element_size()
     if have < need:
@@ -164,15 +209,24 @@ def check_workspace_size(name: str, value: torch.Tensor, need: int, channels: in
 
 
 def check_sizes(S: object, C: object) -> None:
-    """Checks the (S, C) arguments of the workspace functions."""
+    """Checks the (S, C) arguments of the workspace functions: ints, numpy integers or
+    SymInts. The comparisons on a SymInt are guards, not specializations."""
     for name, value in (("S", S), ("C", C)):
         # bool is an int subclass, but True is not a token count.
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, INTEGERS):
             raise TypeError(f"cake: {name} must be an int; got {type(value).__name__}")
     if S < 0:
         raise ValueError(f"cake: S must be >= 0; got {S}")
     if C <= 0 or C % CHANNEL_MULTIPLE != 0:
         raise ValueError(f"cake: C must be a positive multiple of {CHANNEL_MULTIPLE}; got {C}")
+
+
+def concrete_int(value: int) -> int:
+    """A size accepted by ``check_sizes`` as a Python int. A SymInt is specialized:
+    the caller's compiled code is guarded on its value (Dynamo traces guard_scalar)."""
+    if isinstance(value, NUMPY_INTEGERS):
+        return int(value)
+    return guard_scalar(value)
 
 
 def as_device(device: object) -> torch.device:

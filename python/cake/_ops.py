@@ -6,8 +6,8 @@ that torch.compile sees them as single opaque nodes (no graph break) and CUDA gr
 capture them like any other launch. Each op has a fake implementation for shape and
 dtype inference. The ops expect arguments already checked by ``_checks`` in the
 traceable wrappers of ``cake_causal_conv1d_train``; what needs real tensors or the
-extension (alignment, device support, workspace size) is checked here, before the
-launch.
+extension (alignment, outputs overlapping other tensors, device support, workspace
+size) is checked here, before the launch.
 
 ``cake._C`` is imported on first use, so ``import cake`` works without a GPU and
 without a built extension.
@@ -73,6 +73,10 @@ def _index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
+# Under torch.compile the count is computed when tracing and kept as a constant, as
+# Dynamo cannot trace into the extension: it depends only on the arguments (C
+# specialized, the device a constant) and the device, fixed per device.
+@torch.compiler.assume_constant_result
 def backward_workspace_bytes(channels: int, device: torch.device) -> int:
     extension, index = require_supported(device)
     return extension.backward_workspace_bytes(channels, index)
@@ -96,8 +100,17 @@ def _input_alignments(x, weight, cu_seqlens, bias):
     ]
 
 
-def _launch_forward(x, weight, cu_seqlens, bias, out) -> None:
+def _inputs(x, weight, cu_seqlens, bias):
+    """(name, tensor) of the inputs shared by the forward and the backward."""
+    return [("x", x), ("weight", weight), ("cu_seqlens", cu_seqlens), ("bias", bias)]
+
+
+def _launch_forward(x, weight, cu_seqlens, bias, out, workspace=None) -> None:
     _checks.check_alignment(_input_alignments(x, weight, cu_seqlens, bias) + [("out", out, 16)])
+    # The forward does not use its workspace, but the API lets it: it is an output.
+    _checks.check_no_overlap(
+        [("out", out), ("workspace", workspace)], _inputs(x, weight, cu_seqlens, bias)
+    )
     extension, index = require_supported(x.device)
     channels = x.shape[-1]
     extension.forward(
@@ -128,6 +141,11 @@ def _launch_backward(x, weight, cu_seqlens, bias, dy, policy, workspace, dx, dwe
             ("dbias", dbias, 16),
             ("workspace", workspace, 16),
         ]
+    )
+    # A workspace allocated below is fresh; one passed in is checked like the outputs.
+    _checks.check_no_overlap(
+        [("dx", dx), ("dweight", dweight), ("dbias", dbias), ("workspace", workspace)],
+        _inputs(x, weight, cu_seqlens, bias) + [("dy", dy)],
     )
     extension, index = require_supported(x.device)
     channels = x.shape[-1]
@@ -178,19 +196,23 @@ def _(x, weight, cu_seqlens, bias):
     return torch.empty_like(x)
 
 
-@torch.library.custom_op("cake::causal_conv1d_fwd_out", mutates_args=("out",))
+@torch.library.custom_op("cake::causal_conv1d_fwd_out", mutates_args=("out", "workspace"))
 def causal_conv1d_fwd_out(
     x: torch.Tensor,
     weight: torch.Tensor,
     cu_seqlens: torch.Tensor,
     bias: Optional[torch.Tensor],
     out: torch.Tensor,
+    workspace: Optional[torch.Tensor],
 ) -> None:
-    _launch_forward(x, weight, cu_seqlens, bias, out)
+    """Writes y into ``out``. ``workspace`` is the caller's forward workspace: unused
+    by the kernels (docs/python-api.md), but passed so that it is checked, at launch,
+    like every output."""
+    _launch_forward(x, weight, cu_seqlens, bias, out, workspace)
 
 
 @causal_conv1d_fwd_out.register_fake
-def _(x, weight, cu_seqlens, bias, out):
+def _(x, weight, cu_seqlens, bias, out, workspace):
     return None
 
 

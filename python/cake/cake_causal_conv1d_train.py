@@ -40,7 +40,8 @@ def cake_causal_conv1d_train_forward_workspace_bytes(S: int, C: int, device) -> 
     """Bytes of the forward workspace: always 0, the forward needs none.
 
     The arguments are still checked (``device`` must be a CUDA device) so that code
-    written against this API fails the same way whatever the op's needs are.
+    written against this API fails the same way whatever the op's needs are. S and C
+    may be ints, numpy integers or SymInts; neither is specialized.
     """
     _checks.check_sizes(S, C)
     device = _checks.as_device(device)
@@ -58,9 +59,13 @@ def cake_causal_conv1d_train_forward_workspace(S: int, C: int, device) -> torch.
 
 
 def cake_causal_conv1d_train_backward_workspace_bytes(S: int, C: int, device) -> int:
-    """Bytes of the backward workspace; depends on C and the device, not on S."""
+    """Bytes of the backward workspace; depends on C and the device, not on S.
+
+    S and C may be ints, numpy integers or SymInts (x.shape under
+    ``torch.compile(dynamic=True)``): C is then specialized, S is not.
+    """
     _checks.check_sizes(S, C)
-    return _ops.backward_workspace_bytes(C, _checks.as_device(device))
+    return _ops.backward_workspace_bytes(_checks.concrete_int(C), _checks.as_device(device))
 
 
 def cake_causal_conv1d_train_backward_workspace(S: int, C: int, device) -> torch.Tensor:
@@ -82,8 +87,9 @@ def cake_causal_conv1d_train_forward(
     """y = bf16(silu(causal_conv1d(x) + bias)), documents never mixing; y has x's shape.
 
     ``out`` (bf16, x's shape) receives y and is returned. ``workspace`` is accepted
-    for API compatibility and checked (int32, contiguous, on x's device); the forward
-    does not use it.
+    for API compatibility and checked (int32, contiguous, on x's device, overlapping
+    no other tensor); the forward does not use it. Neither may overlap an input or
+    the other (ValueError, at launch).
     """
     _checks.check_inputs(x, weight, cu_seqlens, bias)
     if out is not None:
@@ -93,9 +99,10 @@ def cake_causal_conv1d_train_forward(
     _checks.check_same_device(
         x, weight=weight, cu_seqlens=cu_seqlens, bias=bias, out=out, workspace=workspace
     )
-    if out is None:
+    if out is None and workspace is None:
         return torch.ops.cake.causal_conv1d_fwd(x, weight, cu_seqlens, bias)
-    torch.ops.cake.causal_conv1d_fwd_out(x, weight, cu_seqlens, bias, out)
+    out = torch.empty_like(x) if out is None else out
+    torch.ops.cake.causal_conv1d_fwd_out(x, weight, cu_seqlens, bias, out, workspace)
     return out
 
 
@@ -119,7 +126,8 @@ def cake_causal_conv1d_train_backward(
     unrounded, fp64 accumulators). dx is bf16; dweight and dbias have their
     parameter's dtype. Buffers passed in ``dx``/``dweight``/``dbias`` are written
     and returned; ``workspace`` (any dtype, >= the backward workspace bytes, 16-byte
-    aligned) is allocated per call when not given.
+    aligned) is allocated per call when not given. None of these may overlap an
+    input or each other (ValueError, at launch).
     """
     _checks.check_policy(silu_grad_preactivation)
     _checks.check_inputs(x, weight, cu_seqlens, bias)

@@ -95,6 +95,16 @@ static void launchBackward(DevicePtr x, DevicePtr weight, DevicePtr cuSeqlens,
   backward(args);
 }
 
+/// The parts (partial rows) of a backward over S tokens: what its weight
+/// gradient sums are split into (docs/kernel-abi.md).
+static int64_t backwardParts(int64_t S, int64_t C, const std::string &weight,
+                             const std::string &bias, const std::string &policy,
+                             int device) {
+  const KernelInfo &kernel = selectKernel("bwd", weight, bias, policy,
+                                          policy == "bf16" ? "f32" : "f64", C);
+  return S == 0 ? 0 : partsFor(kernel, S, C, device);
+}
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "Cake's runtime: launches the embedded kernels through the CUDA "
             "driver. Pointers and streams are ints; the Python package checks "
@@ -108,6 +118,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("unavailable_reason", &unavailableReason,
         py::call_guard<py::gil_scoped_release>(),
         "Why the CUDA driver cannot be used; empty when it can.");
+  m.def("load_kernels", &loadKernels, py::arg("device_index"),
+        py::call_guard<py::gil_scoped_release>(),
+        "Loads the kernels into the device's current context (once per "
+        "context, as its first launch would) and returns the image they came "
+        "from: 'cubin' (the build's sm_90a cubin, on compute capability 9.0) "
+        "or 'ptx' (compiled by the driver). CAKE_KERNEL_IMAGE=ptx|cubin in "
+        "the environment overrides the choice.");
   m.def("backward_workspace_bytes", &backwardWorkspaceBytes, py::arg("C"),
         py::arg("device_index"), py::call_guard<py::gil_scoped_release>(),
         "Bytes of the backward workspace for C channels on the device; the "
@@ -128,5 +145,10 @@ PYBIND11_MODULE(_C, m) {
         py::call_guard<py::gil_scoped_release>(),
         "Launches the backward pass (bwd, then reduce as its programmatic "
         "dependent launch) on `stream`. policy is 'bf16' or 'fp32'.");
+  m.def("backward_parts", &backwardParts, py::arg("S"), py::arg("C"),
+        py::arg("weight_dtype"), py::arg("bias_dtype"), py::arg("policy"),
+        py::arg("device_index"), py::call_guard<py::gil_scoped_release>(),
+        "The partial rows a backward over S tokens sums the weight gradient "
+        "in: part r covers the tokens [r * S / R, (r + 1) * S / R).");
   m.def("kernels", &getKernelDicts, "The kernel manifest's entries, as dicts.");
 }

@@ -10,6 +10,7 @@ A valid call on CPU tensors then fails with the unsupported-device RuntimeError.
 import cake
 import pytest
 import torch
+from cake import _checks
 
 BF16 = torch.bfloat16
 S, C = 16, 8
@@ -173,6 +174,158 @@ BAD_BACKWARD = [
         workspace=misaligned(torch.empty(64, dtype=u8), 1),
     ),
 ]
+
+
+def rows_of(buffer: torch.Tensor, first: int, count: int) -> torch.Tensor:
+    """Rows [first, first + count) of a bf16 [n, C] buffer as a [count, C] view (C = 8
+    bf16 is 16 bytes a row, so each such view is 16-byte aligned)."""
+    return buffer.flatten()[first * C : (first + count) * C].view(count, C)
+
+
+def f32_view(t: torch.Tensor, count: int, offset: int = 0) -> torch.Tensor:
+    """``count`` fp32 elements of ``t``'s bytes, ``offset`` fp32 elements in."""
+    return t.view(torch.float32).flatten()[offset : offset + count]
+
+
+def bf16_buffer() -> torch.Tensor:
+    return torch.zeros(S, C, dtype=BF16)
+
+
+def _x_under_out(a):
+    # x is rows 0..15 of a 20-row buffer, out rows 4..19: 12 rows shared.
+    buffer = torch.zeros(S + 4, C, dtype=BF16)
+    return {"x": rows_of(buffer, 0, S), "out": rows_of(buffer, 4, S)}
+
+
+def _weight_in_out(a):
+    out = bf16_buffer()
+    return {"out": out, "weight": f32_view(out, C * 4).view(C, 4)}
+
+
+def _bias_in_out(a):
+    out = bf16_buffer()
+    return {"out": out, "bias": f32_view(out, C, offset=12)}
+
+
+def _cu_in_out(a):
+    out = bf16_buffer()
+    return {"out": out, "cu_seqlens": out.view(i32).flatten()[60:63]}
+
+
+def _workspace_in_out(a):
+    out = bf16_buffer()
+    return {"out": out, "workspace": out.view(i32).flatten()}
+
+
+def _dweight_and_dbias_in_one_buffer(a):
+    # dweight is elements 0..31, dbias 28..35: 16 bytes shared.
+    buffer = torch.zeros(C * 5)
+    return {"dweight": buffer[: C * 4].view(C, 4), "dbias": buffer[28 : 28 + C]}
+
+
+def _workspace_in_dx(a):
+    dx = bf16_buffer()
+    return {"dx": dx, "workspace": dx.view(u8).flatten()[16:]}
+
+
+def _bias_in_dx(a):
+    dx = bf16_buffer()
+    return {"dx": dx, "bias": f32_view(dx, C, offset=8)}
+
+
+def overlap(test_id, call, make, output, other):
+    """A call whose argument changes ``make(valid args)`` make ``output`` share bytes
+    with ``other``."""
+    return pytest.param(call, make, output, other, id=test_id)
+
+
+OVERLAPS = [
+    overlap("fwd-out=x", forward, lambda a: {"out": a["x"]}, "out", "x"),
+    overlap("fwd-out-shifted-over-x", forward, _x_under_out, "out", "x"),
+    overlap("fwd-out-over-weight", forward, _weight_in_out, "out", "weight"),
+    overlap("fwd-out-over-bias", forward, _bias_in_out, "out", "bias"),
+    overlap("fwd-out-over-cu", forward, _cu_in_out, "out", "cu_seqlens"),
+    overlap(
+        "fwd-workspace-in-x",
+        forward,
+        lambda a: {"workspace": a["x"].view(i32).flatten()[4:8]},
+        "workspace",
+        "x",
+    ),
+    overlap("fwd-workspace-in-out", forward, _workspace_in_out, "workspace", "out"),
+    overlap("bwd-dx=dy", backward, lambda a: {"dx": a["dy"]}, "dx", "dy"),
+    overlap("bwd-dx=x", backward, lambda a: {"dx": a["x"]}, "dx", "x"),
+    overlap(
+        "bwd-dweight=weight", backward, lambda a: {"dweight": a["weight"]}, "dweight", "weight"
+    ),
+    overlap("bwd-dbias=bias", backward, lambda a: {"dbias": a["bias"]}, "dbias", "bias"),
+    overlap("bwd-dweight-dbias", backward, _dweight_and_dbias_in_one_buffer, "dbias", "dweight"),
+    overlap("bwd-workspace-in-dx", backward, _workspace_in_dx, "workspace", "dx"),
+    overlap(
+        "bwd-workspace=x", backward, lambda a: {"workspace": a["x"].view(u8)}, "workspace", "x"
+    ),
+    overlap("bwd-dx-over-bias", backward, _bias_in_dx, "dx", "bias"),
+]
+
+
+@pytest.mark.parametrize("call, make, output, other", OVERLAPS)
+def test_outputs_overlapping_other_tensors_are_rejected(call, make, output, other):
+    # Caught from data pointers inside the custom ops, before the device check: CPU
+    # tensors reach it. The message names the output first, then what it overlaps.
+    args = valid_args()
+    changes = args | make(args)
+    _check_raises(call, changes, ValueError, [])
+    with pytest.raises(ValueError, match=f"^cake: {output} overlaps {other}: "):
+        call(**changes)
+
+
+def _side_by_side(a):
+    buffer = torch.zeros(C * 5)
+    return {"dweight": buffer[: C * 4].view(C, 4), "dbias": buffer[C * 4 :]}
+
+
+def _empty_out_is_x(a):
+    x = torch.zeros(0, C, dtype=BF16)
+    return {"x": x, "out": x, "cu_seqlens": torch.zeros(1, dtype=i32)}
+
+
+@pytest.mark.parametrize(
+    "call, make",
+    [
+        (backward, lambda a: {"dy": a["x"]}),
+        (forward, lambda a: {"bias": f32_view(a["weight"], C)}),
+        (backward, _side_by_side),
+        (forward, lambda a: {"workspace": a["x"].view(i32).flatten()[:0]}),
+        (forward, _empty_out_is_x),
+    ],
+    ids=["inputs-dy=x", "inputs-bias-in-weight", "outputs-adjacent", "empty-workspace", "S0-out=x"],
+)
+def test_allowed_sharing_reaches_the_device_check(call, make):
+    # Inputs may share memory (they are only read); outputs side by side do not
+    # overlap; an empty tensor overlaps nothing.
+    args = valid_args()
+    with pytest.raises(RuntimeError, match="cake: device cpu is not supported"):
+        call(**(args | make(args)))
+
+
+def test_check_no_overlap_byte_extents():
+    buffer = torch.zeros(64, dtype=u8)
+    a, b = buffer[:16], buffer[16:32]
+    # Side by side, None and empty tensors: nothing shared.
+    _checks.check_no_overlap([("a", a), ("none", None), ("e", b[:0])], [("b", b)])
+    # One byte is enough.
+    with pytest.raises(ValueError, match=r"^cake: a overlaps b: .*got a at bytes \[0x"):
+        _checks.check_no_overlap([("a", buffer[:17])], [("b", b)])
+    # Extents count bytes: 4 fp32 elements cover 16 of them.
+    with pytest.raises(ValueError, match="cake: w overlaps b"):
+        _checks.check_no_overlap([("w", buffer[12:28].view(torch.float32))], [("b", b)])
+    # Inputs may overlap each other; outputs may not.
+    _checks.check_no_overlap([("a", a)], [("b", b), ("b again", buffer[20:40])])
+    with pytest.raises(ValueError, match="cake: c overlaps a"):
+        _checks.check_no_overlap([("a", a), ("c", buffer[8:9])], [])
+    # An output overlapping an input and an earlier output names the input.
+    with pytest.raises(ValueError, match="cake: c overlaps b"):
+        _checks.check_no_overlap([("a", buffer[32:48]), ("c", buffer[16:40])], [("b", b)])
 
 
 def _check_raises(call, changes, exception, words):

@@ -106,3 +106,53 @@ def test_workspace_functions_reject(function, args, exception, message):
 def test_backward_workspace_needs_a_gpu():
     with pytest.raises(RuntimeError, match="cannot run on cuda"):
         cake.cake_causal_conv1d_train_backward_workspace_bytes(16, 8, "cuda")
+
+
+class _FakeExtension:
+    """Stands in for cake._C where the workspace size needs a supported GPU."""
+
+    @staticmethod
+    def backward_workspace_bytes(C, device_index):
+        assert type(C) is int and type(device_index) is int
+        return C * 132
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """Makes every device 'supported' for the workspace functions."""
+    monkeypatch.setattr(cake._ops, "require_supported", lambda device: (_FakeExtension, 0))
+
+
+def test_workspace_functions_take_numpy_integers(fake_gpu):
+    np = pytest.importorskip("numpy")
+    for S, C in ((np.int64(100), np.int32(64)), (np.uint16(0), 64), (7, np.int8(8))):
+        assert cake.cake_causal_conv1d_train_forward_workspace_bytes(S, C, "cuda") == 0
+        assert cake.cake_causal_conv1d_train_backward_workspace_bytes(S, C, "cuda") == int(C) * 132
+        workspace = cake.cake_causal_conv1d_train_backward_workspace(S, C, "meta")
+        assert workspace.shape == (int(C) * 132,) and workspace.dtype == torch.uint8
+    for bad in (np.bool_(True), np.float32(8.0)):
+        with pytest.raises(TypeError, match="C must be an int; got"):
+            cake.cake_causal_conv1d_train_backward_workspace_bytes(8, bad, "cuda")
+    with pytest.raises(ValueError, match="S must be >= 0; got -3"):
+        cake.cake_causal_conv1d_train_forward_workspace_bytes(np.int64(-3), 8, "cuda")
+
+
+def test_workspace_functions_trace_with_dynamic_shapes(fake_gpu):
+    # Under torch.compile(dynamic=True), x.shape holds SymInts: the functions trace
+    # without a graph break, S stays symbolic (a new S reuses the graph) and C is
+    # specialized (a new C compiles again).
+    import torch._dynamo.testing
+
+    def step(x):
+        S, C = x.shape
+        forward = cake.cake_causal_conv1d_train_forward_workspace_bytes(S, C, "cuda")
+        workspace = cake.cake_causal_conv1d_train_backward_workspace(S, C, "meta")
+        return x.sum() + forward + workspace.numel() + S
+
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounter()
+    compiled = torch.compile(step, dynamic=True, fullgraph=True, backend=counter)
+    for S, C, frames in ((5, 16, 1), (9, 16, 1), (2000, 16, 1), (9, 24, 2)):
+        x = torch.ones(S, C)
+        assert compiled(x).item() == S * C + C * 132 + S
+        assert counter.frame_count == frames

@@ -38,7 +38,7 @@ def test_op_schemas():
         "cake::causal_conv1d_fwd(Tensor x, Tensor weight, Tensor cu_seqlens, Tensor? bias)"
         " -> Tensor"
     )
-    assert "Tensor(a4!) out) -> ()" in schemas["causal_conv1d_fwd_out"]
+    assert "Tensor(a4!) out, Tensor(a5!)? workspace) -> ()" in schemas["causal_conv1d_fwd_out"]
     assert schemas["causal_conv1d_bwd"].endswith(
         "Tensor dy, str silu_grad_preactivation) -> (Tensor, Tensor, Tensor)"
     )
@@ -98,7 +98,10 @@ def test_compile_fullgraph_traces_the_out_variants():
 
     @torch.compile(fullgraph=True, backend="aot_eager")
     def step(x, weight, cu_seqlens, bias, dy, y, dx, dweight, dbias, workspace):
-        cake.cake_causal_conv1d_train_forward(x, weight, cu_seqlens, bias=bias, out=y)
+        forward_workspace = torch.zeros(0, dtype=torch.int32, device=x.device)
+        cake.cake_causal_conv1d_train_forward(
+            x, weight, cu_seqlens, bias=bias, out=y, workspace=forward_workspace
+        )
         return cake.cake_causal_conv1d_train_backward(
             x,
             weight,

@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The kernels against the float64 reference: every route, edge shapes, buffers.
+"""The kernels against the float64 reference: every route, edge shapes, extreme
+magnitudes, buffers, bad buffers and garbage cu_seqlens.
 
 Outputs go into NaN-poisoned preallocated buffers, so an element a kernel does not
 write fails. Tolerances: see cake_testing.
 """
+
+import math
 
 import cake
 import pytest
@@ -13,34 +16,84 @@ from cake_testing import (
     assert_bitwise_equal,
     assert_outputs,
     make_case,
+    make_extreme_case,
     nan_like,
     random_lengths,
     requires_cake_gpu,
+    route_id,
     run_into_buffers,
 )
 
 pytestmark = [pytest.mark.gpu, requires_cake_gpu]
 
+every_route = pytest.mark.parametrize(
+    "bias_dtype, weight_dtype, policy", ROUTES, ids=[route_id(r) for r in ROUTES]
+)
+
 
 def check_case(case):
     y, dx, dweight, dbias = run_into_buffers(case)
     assert_outputs(case, y=y, dx=dx, dweight=dweight, dbias=dbias)
+    return y, dx, dweight, dbias
 
 
-def _route_id(route):
-    bias_dtype, weight_dtype, policy = route
-    name = {None: "none", torch.float32: "f32", torch.bfloat16: "bf16"}
-    return f"bias_{name[bias_dtype]}-weight_{name[weight_dtype]}-policy_{policy}"
-
-
-@pytest.mark.parametrize(
-    "bias_dtype, weight_dtype, policy", ROUTES, ids=[_route_id(r) for r in ROUTES]
-)
+@every_route
 def test_route_matches_reference(bias_dtype, weight_dtype, policy):
     lengths = random_lengths(5000, 11, seed=10)
     check_case(
         make_case(
             lengths, 264, weight_dtype=weight_dtype, bias_dtype=bias_dtype, policy=policy, seed=11
+        )
+    )
+
+
+@every_route
+def test_small_forward_backward(bias_dtype, weight_dtype, policy):
+    # A small step on every route, which scripts/gpu.sh also runs under
+    # compute-sanitizer's racecheck, initcheck and synccheck (slow tools: keep it small).
+    # C = 40 is a multiple of 8 but not of 16.
+    lengths = [0, 1, 2, 3, 70, 0, 150]
+    check_case(
+        make_case(
+            lengths, 40, weight_dtype=weight_dtype, bias_dtype=bias_dtype, policy=policy, seed=53
+        )
+    )
+
+
+@every_route
+@pytest.mark.parametrize("sign", [-1.0, 1.0], ids=["pre_-400", "pre_+400"])
+def test_large_preactivation_saturates(bias_dtype, weight_dtype, policy, sign):
+    # x = -100 everywhere and weight = 1: pre = -100, -200, -300, then -400 as a
+    # document's taps fill. SiLU and SiLU' must saturate (y and g to 0; to x and dy for
+    # +400), not give NaN, as the fp32 policy's dx, dweight and dbias did on all its
+    # routes.
+    case = make_case(
+        [1, 2, 3, 4, 100, 400],
+        64,
+        weight_dtype=weight_dtype,
+        bias_dtype=bias_dtype,
+        policy=policy,
+        seed=50,
+    )
+    case.x.fill_(sign * 100)
+    case.weight.fill_(1)
+    if case.bias is not None:
+        case.bias.zero_()
+    outputs = check_case(case)
+    for name, value in zip(("y", "dx", "dweight", "dbias"), outputs, strict=True):
+        assert value is None or bool(value.isfinite().all()), f"{name} is not finite"
+
+
+@every_route
+def test_extreme_magnitudes(bias_dtype, weight_dtype, policy):
+    # |pre| up to about 1e4, pass-through channels in the band where exp(-|pre|) is an
+    # fp32 subnormal, bf16 subnormal x, and +-inf and NaN in x at document starts and
+    # inside documents: every output as the float64 formula says, NaN and inf included
+    # (docs/bad-inputs.md), every other element exact as usual.
+    lengths = [0, 1, 2, 3, 64, 700, 2000, 0, 333, 5]
+    check_case(
+        make_extreme_case(
+            lengths, 64, weight_dtype=weight_dtype, bias_dtype=bias_dtype, policy=policy, seed=51
         )
     )
 
@@ -144,39 +197,125 @@ def test_preallocated_buffers_and_workspaces():
         cake.cake_causal_conv1d_train_forward(case.x, case.weight, case.cu_seqlens, out=out)
 
 
+def test_overlapping_outputs_are_rejected_before_any_launch():
+    case = make_case([300, 0, 200], 64, seed=52)
+    C, nbytes = case.C, case.x.numel() * 2
+    need = cake.cake_causal_conv1d_train_backward_workspace_bytes(case.S, C, "cuda")
+    params = torch.full((C * 5,), float("nan"), device="cuda")
+    # dx, then a workspace whose first 16 bytes are dx's last 16.
+    dx_and_workspace = torch.full((nbytes + need,), 0xFF, dtype=torch.uint8, device="cuda")
+    dx = dx_and_workspace[:nbytes].view(torch.bfloat16).view(case.x.shape)
+    inputs = {name: getattr(case, name).clone() for name in ("x", "weight", "bias", "dy")}
+
+    def forward(**buffers):
+        return cake.cake_causal_conv1d_train_forward(
+            case.x, case.weight, case.cu_seqlens, bias=case.bias, **buffers
+        )
+
+    def backward(**buffers):
+        return cake.cake_causal_conv1d_train_backward(
+            case.x, case.weight, case.cu_seqlens, case.dy, bias=case.bias, **buffers
+        )
+
+    calls = [
+        (lambda: forward(out=case.x), "out", "x"),
+        (lambda: forward(workspace=case.x.view(torch.int32).flatten()), "workspace", "x"),
+        (lambda: backward(dx=case.dy), "dx", "dy"),
+        (lambda: backward(dx=case.x), "dx", "x"),
+        (lambda: backward(dweight=case.weight), "dweight", "weight"),
+        (
+            lambda: backward(dweight=params[: C * 4].view(C, 4), dbias=params[C * 4 - 4 : -4]),
+            "dbias",
+            "dweight",
+        ),
+        (lambda: backward(dx=dx, workspace=dx_and_workspace[nbytes - 16 :]), "workspace", "dx"),
+        (lambda: backward(workspace=case.dy.view(torch.uint8).flatten()), "workspace", "dy"),
+    ]
+    for call, output, other in calls:
+        with pytest.raises(ValueError, match=f"^cake: {output} overlaps {other}: "):
+            call()
+    torch.cuda.synchronize()
+    # Nothing ran: the inputs and the outputs' bytes are as they were.
+    for name, before in inputs.items():
+        assert_bitwise_equal(name, getattr(case, name), before)
+    assert bool(params.isnan().all()) and bool((dx_and_workspace == 0xFF).all())
+
+
+#: Elements of guard band on each side of every tensor of the garbage test.
+GUARD = 4096
+
+
+def guarded(shape, dtype, fill=None):
+    """(storage, tensor): a ``shape`` tensor in the middle of a storage whose GUARD
+    elements on each side hold 0xFF bytes (NaN in float tensors), as the tensor does
+    unless ``fill`` gives its values."""
+    n = math.prod(shape)
+    storage = torch.empty(n + 2 * GUARD, dtype=dtype, device="cuda")
+    storage.view(torch.uint8).fill_(0xFF)
+    tensor = storage[GUARD : GUARD + n].view(shape)
+    if fill is not None:
+        tensor.copy_(fill)
+    return storage, tensor
+
+
+@every_route
 @pytest.mark.parametrize(
     "cu_values",
     [[0, -5, 3000, 7, 2**31 - 1], [9999, 5, 5, -(2**31), 0], [0, 2**31 - 1]],
     ids=["non-monotone", "out-of-range", "past-the-end"],
 )
-def test_garbage_cu_seqlens_stays_inside_the_tensors(cu_values):
-    # The host never reads cu_seqlens, so it cannot reject these; whatever they
-    # hold, the kernels must only touch their own tensors (scripts/gpu.sh runs
-    # this test under compute-sanitizer's memcheck too). Each tensor sits
-    # between NaN guard bands that must come back untouched.
-    S, C, guard = 1000, 72, 4096
+def test_garbage_cu_seqlens_stays_inside_the_tensors(bias_dtype, weight_dtype, policy, cu_values):
+    # The host never reads cu_seqlens, so it cannot reject these; whatever they hold,
+    # the kernels must only touch their own tensors (scripts/gpu.sh runs this test
+    # under compute-sanitizer's memcheck too, which sees accesses past the guard bands)
+    # and write every output element, with a finite value as the inputs are finite.
+    # Every tensor, inputs, outputs and workspace, sits between guard bands that must
+    # come back untouched.
+    S, C = 1000, 72
+    case = make_case(
+        [S], C, weight_dtype=weight_dtype, bias_dtype=bias_dtype, policy=policy, seed=20
+    )
+    cu = torch.tensor(cu_values, dtype=torch.int32)
+    need = cake.cake_causal_conv1d_train_backward_workspace_bytes(S, C, "cuda")
+    guards = {
+        "x": guarded((S, C), torch.bfloat16, case.x),
+        "dy": guarded((S, C), torch.bfloat16, case.dy),
+        "weight": guarded((C, 4), weight_dtype, case.weight),
+        "cu_seqlens": guarded(tuple(cu.shape), torch.int32, cu),
+        "y": guarded((S, C), torch.bfloat16),
+        "dx": guarded((S, C), torch.bfloat16),
+        "dweight": guarded((C, 4), weight_dtype),
+        "workspace": guarded((need,), torch.uint8),
+    }
+    if bias_dtype is not None:
+        guards["bias"] = guarded((C,), bias_dtype, case.bias)
+        guards["dbias"] = guarded((C,), bias_dtype)
+    t = {name: tensor for name, (_, tensor) in guards.items()}
 
-    def guarded(shape, dtype, fill):
-        n = torch.Size(shape).numel()
-        storage = torch.full((n + 2 * guard,), float("nan"), dtype=dtype, device="cuda")
-        inner = storage[guard : guard + n].view(shape)
-        if fill is not None:
-            inner.copy_(fill)
-        return storage, inner
-
-    g = torch.Generator(device="cpu").manual_seed(20)
-    x_store, x = guarded((S, C), torch.bfloat16, torch.randn(S, C, generator=g))
-    dy_store, dy = guarded((S, C), torch.bfloat16, torch.randn(S, C, generator=g))
-    weight = torch.randn(C, 4, generator=g).cuda()
-    bias = torch.randn(C, generator=g).cuda()
-    cu = torch.tensor(cu_values, dtype=torch.int32, device="cuda")
-    y_store, y = guarded((S, C), torch.bfloat16, None)
-    dx_store, dx = guarded((S, C), torch.bfloat16, None)
-
-    cake.cake_causal_conv1d_train_forward(x, weight, cu, bias=bias, out=y)
-    cake.cake_causal_conv1d_train_backward(x, weight, cu, dy, bias=bias, dx=dx)
+    cake.cake_causal_conv1d_train_forward(
+        t["x"], t["weight"], t["cu_seqlens"], bias=t.get("bias"), out=t["y"]
+    )
+    cake.cake_causal_conv1d_train_backward(
+        t["x"],
+        t["weight"],
+        t["cu_seqlens"],
+        t["dy"],
+        bias=t.get("bias"),
+        silu_grad_preactivation=policy,
+        workspace=t["workspace"],
+        dx=t["dx"],
+        dweight=t["dweight"],
+        dbias=t.get("dbias"),
+    )
     torch.cuda.synchronize()
-    for name, store in (("x", x_store), ("dy", dy_store), ("y", y_store), ("dx", dx_store)):
-        bands = torch.cat([store[:guard], store[-guard:]])
-        assert bands.float().isnan().all(), f"a kernel wrote outside {name}"
-    assert not y.float().isnan().any() and not dx.float().isnan().any()
+    for name, (storage, _) in guards.items():
+        bands = storage.view(torch.uint8)
+        width = GUARD * storage.element_size()
+        assert bool((bands[:width] == 0xFF).all() and (bands[-width:] == 0xFF).all()), (
+            f"a kernel wrote outside {name}"
+        )
+    for name in ("x", "dy", "weight", "bias"):
+        assert_bitwise_equal(name, t.get(name), getattr(case, name))
+    for name in ("y", "dx", "dweight", "dbias"):
+        if name in t:
+            assert bool(t[name].float().isfinite().all()), f"{name} has unwritten or NaN elements"

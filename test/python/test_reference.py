@@ -9,6 +9,7 @@ reference's own forward (fp32 policy, where the backward is the exact derivative
 import math
 import struct
 
+import cake
 import cake_testing
 import pytest
 import torch
@@ -162,10 +163,116 @@ def test_empty_input():
 # from the reference itself.
 
 
-def test_bf16_ulp():
-    v = torch.tensor([1.0, 1.5, -3.0, 0.0, 2.0**-130], dtype=torch.float64)
-    want = torch.tensor([2.0**-7, 2.0**-7, 2.0**-6, 2.0**-133, 2.0**-133], dtype=torch.float64)
-    assert torch.equal(cake_testing.bf16_ulp(v), want)
+def test_ulps():
+    v = torch.tensor([1.0, 1.5, -3.0, 0.0, 2.0**-130, 2.0**-140], dtype=torch.float64)
+    want = [2.0**-7, 2.0**-7, 2.0**-6, 2.0**-133, 2.0**-133, 2.0**-133]
+    assert cake_testing.bf16_ulp(v).tolist() == want
+    want = [2.0**-23, 2.0**-23, 2.0**-22, 2.0**-149, 2.0**-149, 2.0**-149]
+    assert cake_testing.f32_ulp(v).tolist() == want
+
+
+def from_order(order: torch.Tensor) -> torch.Tensor:
+    """The bf16 values whose cake_testing.bf16_order is ``order``."""
+    bits = torch.where(order < 0, (-order) | 0x8000, order)
+    return bits.to(torch.int32).to(torch.int16).view(BF16)
+
+
+def test_bf16_order_counts_bf16_values():
+    sub = 2.0**-133
+    v = torch.tensor(
+        [0.0, -0.0, sub, -sub, 2 * sub, 1.0, 1.0 + 2**-7, -1.0, math.inf, -math.inf],
+        dtype=torch.float64,
+    )
+    order = cake_testing.bf16_order(v)
+    assert order[:5].tolist() == [0, 0, 1, -1, 2]
+    assert order[6] - order[5] == 1 and order[7] == -order[5]
+    largest = cake_testing.bf16_order(torch.tensor([3.3895e38], dtype=torch.float64))
+    assert order[8] == largest + 1 and order[9] == -order[8]
+    # Through fp32, as the kernels round: 1 + 2**-8 is a tie, to even (1.0).
+    assert cake_testing.bf16_order(torch.tensor([1 + 2**-8], dtype=torch.float64)) == order[5]
+    assert torch.equal(from_order(order).double(), v.float().bfloat16().double())
+
+
+def exact_case(n: int):
+    """n reference values (float64) of all sizes, with a zero floor."""
+    gen = torch.Generator().manual_seed(n)
+    want = torch.randn(n, generator=gen, dtype=torch.float64) * 10 ** torch.randint(
+        -40, 30, (n,), generator=gen
+    )
+    return want, torch.zeros_like(want)
+
+
+def test_exact_allows_one_ulp_in_a_thousand():
+    want, floor = exact_case(4800)  # 4 elements may be off by one
+    got = want.float().bfloat16()
+    cake_testing.assert_exact("y", got, want, floor)
+    order = cake_testing.bf16_order(want)
+    bumped = from_order(order + (torch.arange(4800) % 1000 == 7).long())  # 5 elements
+    with pytest.raises(AssertionError, match=r"y: 5 of 4800 .*at most 4 such elements"):
+        cake_testing.assert_exact("y", bumped, want, floor)
+    four = from_order(
+        order - ((torch.arange(4800) % 1000 == 7) & (torch.arange(4800) < 4000)).long()
+    )
+    cake_testing.assert_exact("y", four, want, floor)
+    with pytest.raises(AssertionError, match=r"y: 1 of 4800 .* first at \[123\].*2 bf16 ulps"):
+        cake_testing.assert_exact(
+            "y", from_order(order + 2 * (torch.arange(4800) == 123).long()), want, floor
+        )
+    # One ulp off everywhere, the bug the old one-ulp tolerance let through.
+    with pytest.raises(AssertionError, match="4800 of 4800"):
+        cake_testing.assert_exact("y", from_order(order + 1), want, floor)
+
+
+def test_exact_allows_no_ulp_below_a_thousand_elements():
+    want, floor = exact_case(999)
+    order = cake_testing.bf16_order(want)
+    with pytest.raises(AssertionError, match="at most 0 such elements"):
+        cake_testing.assert_exact(
+            "dx", from_order(order + (torch.arange(999) == 0).long()), want, floor
+        )
+
+
+def test_exact_counts_subnormal_ulps_and_floor():
+    sub = 2.0**-133
+    want = torch.tensor([3 * sub, sub, 1.0, 1.0], dtype=torch.float64)
+    floor = torch.tensor([0.0, 0.0, 0.0, 2.0**-8 + 2.0**-12], dtype=torch.float64)
+    cake_testing.assert_exact("y", want.float().bfloat16(), want, floor)
+    for got, ulps in (([4 * sub, sub, 1.0, 1.0], 1), ([5 * sub, sub, 1.0, 1.0], 2)):
+        with pytest.raises(AssertionError, match=f"{ulps} bf16 ulp"):
+            cake_testing.assert_exact("y", torch.tensor(got).bfloat16(), want, floor)
+    # A flush to zero of a subnormal result is one subnormal ulp off.
+    with pytest.raises(AssertionError, match="1 bf16 ulp"):
+        cake_testing.assert_exact(
+            "y", torch.tensor([3 * sub, 0.0, 1.0, 1.0]).bfloat16(), want, floor
+        )
+    # A floor a little over half an ulp lets 1.0 round either way: both neighbours are
+    # bf16 of a value within it; the next ones are not.
+    for last in (1 + 2**-7, 1 - 2**-8):
+        cake_testing.assert_exact(
+            "y", torch.tensor([3 * sub, sub, 1.0, last]).bfloat16(), want, floor
+        )
+    for last in (1 + 2**-6, 1 - 2**-7):
+        with pytest.raises(AssertionError, match="1 bf16 ulp"):
+            got = torch.tensor([3 * sub, sub, 1.0, last]).bfloat16()
+            cake_testing.assert_exact("y", got, want, floor)
+
+
+def test_nonfinite_must_match_the_reference():
+    nan, inf = math.nan, math.inf
+    want = torch.tensor([nan, inf, -inf, 1.0], dtype=torch.float64)
+    floor = torch.tensor([nan, inf, nan, 0.0], dtype=torch.float64)
+    cake_testing.assert_exact("dx", torch.tensor([nan, inf, -inf, 1.0]).bfloat16(), want, floor)
+    cake_testing.assert_close("db", torch.tensor([nan, inf, -inf, 1.0]), want, floor)
+    for got in (
+        [0.0, inf, -inf, 1.0],
+        [nan, -inf, -inf, 1.0],
+        [nan, inf, 3e38, 1.0],
+        [nan, inf, -inf, nan],
+    ):
+        with pytest.raises(AssertionError, match="1 of 4 elements wrong"):
+            cake_testing.assert_exact("dx", torch.tensor(got).bfloat16(), want, floor)
+        with pytest.raises(AssertionError, match="1 of 4 elements wrong"):
+            cake_testing.assert_close("db", torch.tensor(got), want, floor)
 
 
 @pytest.mark.parametrize("policy", ["bf16", "fp32"])
@@ -190,26 +297,111 @@ def test_rounded_reference_passes_and_off_by_two_ulps_fails(policy):
         cake_testing.assert_outputs(case, dweight=poisoned)
 
 
+def test_param_tolerance_is_per_channel():
+    # A channel whose gradient is small next to the others is measured on its own
+    # terms: an error far below the old "1e-5 of the largest element" fails.
+    case = cake_testing.make_case([500], 16, seed=10, device="cpu")
+    case.dy[:, 0] *= 1e-3
+    _, dw, db = reference.causal_conv1d_backward_ref(
+        case.x, case.weight, case.cu_seqlens, case.dy, case.bias, "bf16"
+    )
+    window = cake_testing.reference_window(case, 0, case.S)
+    rel = cake_testing.accumulation_rel(case)
+    tol = cake_testing.param_tolerance(
+        window.dweight, window.dweight_terms, window.dweight_slack, torch.float32, rel, case.S
+    )
+    wrong = dw.clone()
+    wrong[0, 2] += 20 * tol[0, 2]
+    assert 20 * tol[0, 2] < 1e-5 * dw.abs().max()
+    cake_testing.assert_outputs(case, dweight=dw.float(), dbias=db.float())
+    with pytest.raises(AssertionError, match=r"dweight: 1 of 64 elements wrong; first at \[0, 2\]"):
+        cake_testing.assert_outputs(case, dweight=wrong.float())
+
+
+def test_accumulation_depth_follows_the_parts(monkeypatch):
+    class Extension:
+        @staticmethod
+        def backward_parts(S, C, weight, bias, policy, device_index):
+            assert (weight, bias, device_index) == ("f32", "f32", 0)
+            return {"bf16": 66, "fp32": 132}[policy]
+
+    monkeypatch.setattr(cake._ops, "require_supported", lambda device: (Extension, 0))
+    cuda, f32 = torch.device("cuda"), torch.float32
+
+    def depth(S, C, policy="bf16"):
+        return cake_testing.accumulation_depth(S, C, f32, f32, policy, cuda)
+
+    # The longest part, then the sum of the partial rows.
+    assert depth(32768, 4096) == 497 + 66
+    assert depth(32768, 4096, "fp32") == 249 + 132
+    assert depth(0, 8) == 1
+    assert cake_testing.accumulation_depth(5000, 8, f32, f32, "bf16", torch.device("cpu")) == 5001
+
+
+def test_extreme_case_has_what_it_claims():
+    lengths = [0, 1, 2, 3, 50, 700, 2000, 0, 300]
+    case = cake_testing.make_extreme_case(lengths, 64, seed=12, device="cpu")
+    pre = reference.preactivation(case.x, case.weight, case.cu_seqlens, case.bias)
+    finite = pre[pre.isfinite()]
+    assert finite.abs().max() > 8000
+    assert ((finite > -104) & (finite < -87)).sum() > 1000
+    x = case.x.float()
+    assert (x.abs() < 2.0**-126).sum() > 100 and (x != 0).all()
+    starts = case.cu_host[:-1][torch.tensor(lengths) > 0][:3]
+    assert x[starts].isinf().any() and x[starts].isnan().any()
+    assert int(x.isinf().sum()) == 4 and int(x.isnan().sum()) == 2
+
+
+@pytest.mark.parametrize("policy", ["bf16", "fp32"])
+def test_extreme_reference_passes_and_nonfinite_is_checked(policy):
+    case = cake_testing.make_extreme_case(
+        [3, 1, 40, 2, 0, 90, 5, 7], 32, policy=policy, bias_dtype=BF16, seed=13, device="cpu"
+    )
+    _, y = reference.causal_conv1d_forward_ref(case.x, case.weight, case.cu_seqlens, case.bias)
+    dx, dw, db = reference.causal_conv1d_backward_ref(
+        case.x, case.weight, case.cu_seqlens, case.dy, case.bias, policy
+    )
+    outputs = dict(y=y, dx=dx.float().to(BF16), dweight=dw.float(), dbias=db.to(BF16))
+    cake_testing.assert_outputs(case, **outputs)
+    # inf and NaN in x make NaN of y (pre = -inf: -inf * 0), of g near them, so of dx
+    # near them and of the channel's dweight and dbias; other channels stay finite.
+    assert y.isnan().any() and dx.isnan().any() and dw.isnan().any() and db.isnan().any()
+    assert dw.isfinite().all(dim=1).sum() == 32 - 6
+    for name in ("y", "dx", "dbias"):
+        wrong = outputs[name].clone()
+        flat = wrong.view(-1)
+        flat[flat.float().isnan().nonzero()[0]] = 0
+        with pytest.raises(AssertionError, match=f"{name}: 1 of"):
+            cake_testing.assert_outputs(case, **{name: wrong})
+
+
 def test_window_matches_whole_reference():
     case = cake_testing.make_case([40, 3, 0, 57], 8, seed=7, device="cpu")
     whole = cake_testing.reference_window(case, 0, case.S)
     parts = [cake_testing.reference_window(case, r0, r0 + 20) for r0 in range(0, 100, 20)]
-    torch.testing.assert_close(torch.cat([p.y for p in parts]), whole.y, rtol=1e-15, atol=0)
-    torch.testing.assert_close(torch.cat([p.dx for p in parts]), whole.dx, rtol=1e-15, atol=0)
-    torch.testing.assert_close(sum(p.dweight for p in parts), whole.dweight, rtol=1e-13, atol=0)
-    torch.testing.assert_close(sum(p.dbias for p in parts), whole.dbias, rtol=1e-13, atol=0)
+    for name in ("y", "y_floor", "dx", "dx_floor"):
+        torch.testing.assert_close(
+            torch.cat([getattr(p, name) for p in parts]), getattr(whole, name), rtol=1e-15, atol=0
+        )
+    for name in ("dweight", "dweight_terms", "dweight_slack", "dbias", "dbias_terms"):
+        torch.testing.assert_close(
+            sum(getattr(p, name) for p in parts), getattr(whole, name), rtol=1e-13, atol=0
+        )
 
 
 @pytest.mark.parametrize("policy", ["bf16", "fp32"])
 def test_rounding_flip_slack_is_rare(policy):
-    # Under "bf16", dx gets slack beyond the fp32 floor only next to the few pre values
+    # Under "bf16", dx gets a floor beyond fp32 rounding only next to the few pre values
     # within fp32 error of a bf16 rounding midpoint; under "fp32", nowhere.
     case = cake_testing.make_case(
         cake_testing.random_lengths(4000, 3, seed=8), 64, policy=policy, seed=9, device="cpu"
     )
     window = cake_testing.reference_window(case, 0, case.S)
-    flips = int(((window.dx_tol - cake_testing.bf16_ulp(window.dx)) > 1e-4).sum())
+    flips = int((window.dx_floor > 1e-4).sum())
     if policy == "bf16":
         assert 0 < flips < 0.01 * window.dx.numel()
     else:
         assert flips == 0
+    # Elsewhere it is fp32-sized, far below a bf16 ulp but where terms cancel.
+    for value, floor in ((window.y, window.y_floor), (window.dx, window.dx_floor)):
+        assert (floor > cake_testing.bf16_ulp(value) / 16).double().mean() < 0.01

@@ -6,9 +6,10 @@
 //
 // This file declares the Cake runtime: the manifest of the kernels embedded at
 // build time, the choice of a kernel for a call, the backward workspace size,
-// and the launches of the forward and backward passes on a caller's stream
-// (docs/kernel-abi.md). The runtime loads the CUDA driver at run time, so
-// everything here that needs no GPU also works on a machine without one.
+// the loading of the kernels, and the launches of the forward and backward
+// passes on a caller's stream (docs/kernel-abi.md). The runtime loads the CUDA
+// driver at run time, so everything here that needs no GPU also works on a
+// machine without one.
 //
 // Every function reports errors by throwing std::runtime_error.
 //
@@ -87,6 +88,14 @@ bool isSupported(int device);
 
 /// Returns why the CUDA driver cannot be used, or an empty string if it can.
 std::string unavailableReason();
+
+/// Loads the embedded kernels into the current context of device `device`
+/// (once per context, as the first launch there would) and returns the image
+/// they were loaded from: "cubin", the sm_90a cubin the build assembled and
+/// checked, on compute capability 9.0; "ptx", compiled by the driver, on any
+/// other device. The environment variable CAKE_KERNEL_IMAGE=ptx|cubin
+/// overrides the choice when it is read, at a context's first load.
+std::string loadKernels(int device);
 
 /// A device address, as torch.Tensor.data_ptr() gives it.
 using DevicePtr = std::uint64_t;
