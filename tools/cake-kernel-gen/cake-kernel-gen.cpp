@@ -40,7 +40,7 @@ static llvm::cl::opt<std::string> backwardTiling(
     llvm::cl::desc("#cake.tiling of the backward under silu_grad bf16 (f32 "
                    "partial sums)"),
     llvm::cl::init("#cake.tiling<vector_channels = 8, block_threads = 128, "
-                   "stages = 8, unroll = 1>"));
+                   "stages = 8, unroll = 3>"));
 static llvm::cl::opt<std::string> backwardFp64Tiling(
     "bwd-fp64-tiling",
     llvm::cl::desc("#cake.tiling of the backward under silu_grad fp32, whose "

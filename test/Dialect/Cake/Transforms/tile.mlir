@@ -18,7 +18,7 @@
 // CHECK:   %[[NEXT:.*]] = arith.addi %[[PART]], %c1
 // CHECK:   %[[HI:.*]] = arith.muli %[[NEXT]], %[[S]]
 // CHECK:   %[[END:.*]] = arith.divui %[[HI]], %[[PARTS]]
-// CHECK:   cake.fwd_tile %[[X]], %[[W]], %[[CU]] bias %[[B]] : memref<?xf32> into %[[Y]] rows[%[[FIRST]], %[[END]]) col %[[COL]] {activation = #cake.activation<silu>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 8, unroll = 1>, width = 4 : i64}
+// CHECK:   cake.fwd_tile %[[X]], %[[W]], %[[CU]] bias %[[B]] : memref<?xf32> into %[[Y]] rows[%[[FIRST]], %[[END]]) col %[[COL]] {activation = #cake.activation<silu>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 8, unroll = 3>, width = 4 : i64}
 // CHECK-NOT: cake.conv1d_fwd
 // OPTS-LABEL: func.func @fwd
 // OPTS: cake.fwd_tile {{.*}} tiling = #cake.tiling<vector_channels = 4, block_threads = 256, stages = 2, unroll = 4>
@@ -56,7 +56,7 @@ func.func @own_tiling(%x: memref<?x?xbf16>, %w: memref<?x2xbf16>, %cu: memref<?x
 // CHECK: %[[TILES:.*]] = arith.muli %[[PARTS]], %{{.*}}
 // CHECK: scf.forall (%[[I:.*]]) in (%[[TILES]])
 // CHECK:   %[[PART:.*]] = arith.divui %[[I]], %{{.*}}
-// CHECK:   cake.bwd_tile {{.*}} into %{{.*}}, %[[P]] rows[%{{.*}}, %{{.*}}) col %{{.*}} part %[[PART]] {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<bf16>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 8, unroll = 1>, width = 4 : i64}
+// CHECK:   cake.bwd_tile {{.*}} into %{{.*}}, %[[P]] rows[%{{.*}}, %{{.*}}) col %{{.*}} part %[[PART]] {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<bf16>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 8, unroll = 3>, width = 4 : i64}
 // CHECK: %[[C:.*]] = memref.dim %[[DW]], %c0
 // CHECK: %[[WCOLS:.*]] = arith.muli %[[C]], %c4
 // CHECK: %[[COLS:.*]] = arith.addi %[[WCOLS]], %[[C]]

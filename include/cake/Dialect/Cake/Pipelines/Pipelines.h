@@ -35,7 +35,7 @@ struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
       llvm::cl::init(8)};
   PassOptions::Option<int64_t> unroll{
       *this, "unroll", llvm::cl::desc("Rows per iteration of the row loop"),
-      llvm::cl::init(1)};
+      llvm::cl::init(3)};
   PassOptions::Option<bool> fastMath{
       *this, "fast-math",
       llvm::cl::desc("Let the activation use hardware approximations"),

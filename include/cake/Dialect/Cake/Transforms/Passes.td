@@ -47,7 +47,7 @@ def CakeTilePass : Pass<"cake-tile"> {
            "Threads per GPU block">,
     Option<"stages", "stages", "int64_t", /*default=*/"8",
            "Row loads in flight ahead of the row being computed">,
-    Option<"unroll", "unroll", "int64_t", /*default=*/"1",
+    Option<"unroll", "unroll", "int64_t", /*default=*/"3",
            "Rows per iteration of the row loop">,
   ];
 }
