@@ -142,11 +142,15 @@ struct TileConv1dBwd : OpRewritePattern<Conv1dBwdOp> {
   TilingAttr defaultTiling;
 };
 
-/// The sum over rows of one column of `partials`, in a fixed order: four
-/// running sums over the rows r = j (mod 4) of the first 4 * floor(R / 4)
-/// rows, combined as (s0 + s1) + (s2 + s3), then the remaining rows in order.
-/// Four independent chains keep four loads in flight; the order never
-/// depends on scheduling, so the result is bitwise reproducible.
+/// Independent running sums a column is split into: as many loads in flight
+/// per thread.
+constexpr int64_t kSumChains = 8;
+
+/// The sum over rows of one column of `partials`, in a fixed order: eight
+/// running sums over the rows r = j (mod 8) of the first 8 * floor(R / 8)
+/// rows, combined pairwise ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)),
+/// then the remaining rows in order. The order never depends on scheduling,
+/// so the result is bitwise reproducible.
 Value sumColumn(OpBuilder &b, Location loc, Value partials, Value column) {
   Type accType = cast<MemRefType>(partials.getType()).getElementType();
   auto index = [&](int64_t v) -> Value {
@@ -154,28 +158,33 @@ Value sumColumn(OpBuilder &b, Location loc, Value partials, Value column) {
   };
   Value rows = memref::DimOp::create(b, loc, partials, 0);
   Value blocked = arith::MulIOp::create(
-      b, loc, arith::DivUIOp::create(b, loc, rows, index(4)), index(4));
+      b, loc, arith::DivUIOp::create(b, loc, rows, index(kSumChains)),
+      index(kSumChains));
   Value zero =
       arith::ConstantOp::create(b, loc, accType, b.getFloatAttr(accType, 0));
   auto load = [&](OpBuilder &b, Value row) -> Value {
     return memref::LoadOp::create(b, loc, partials, ValueRange{row, column});
   };
   auto interleaved = scf::ForOp::create(
-      b, loc, index(0), blocked, index(4), SmallVector<Value>(4, zero),
+      b, loc, index(0), blocked, index(kSumChains),
+      SmallVector<Value>(kSumChains, zero),
       [&](OpBuilder &b, Location loc, Value row, ValueRange sums) {
         SmallVector<Value> next;
-        for (int64_t j = 0; j < 4; ++j) {
+        for (int64_t j = 0; j < kSumChains; ++j) {
           Value r = arith::AddIOp::create(b, loc, row, index(j));
           next.push_back(arith::AddFOp::create(b, loc, sums[j], load(b, r)));
         }
         scf::YieldOp::create(b, loc, next);
       });
-  ValueRange s = interleaved.getResults();
-  Value combined = arith::AddFOp::create(
-      b, loc, arith::AddFOp::create(b, loc, s[0], s[1]),
-      arith::AddFOp::create(b, loc, s[2], s[3]));
+  SmallVector<Value> level(interleaved.getResults());
+  while (level.size() > 1) {
+    SmallVector<Value> pairs;
+    for (size_t j = 0; j < level.size(); j += 2)
+      pairs.push_back(arith::AddFOp::create(b, loc, level[j], level[j + 1]));
+    level = pairs;
+  }
   auto rest = scf::ForOp::create(
-      b, loc, blocked, rows, index(1), ValueRange{combined},
+      b, loc, blocked, rows, index(1), ValueRange{level[0]},
       [&](OpBuilder &b, Location loc, Value row, ValueRange sum) {
         scf::YieldOp::create(
             b, loc,

@@ -18,7 +18,7 @@
 // CHECK:   %[[NEXT:.*]] = arith.addi %[[PART]], %c1
 // CHECK:   %[[HI:.*]] = arith.muli %[[NEXT]], %[[S]]
 // CHECK:   %[[END:.*]] = arith.divui %[[HI]], %[[PARTS]]
-// CHECK:   cake.fwd_tile %[[X]], %[[W]], %[[CU]] bias %[[B]] : memref<?xf32> into %[[Y]] rows[%[[FIRST]], %[[END]]) col %[[COL]] {activation = #cake.activation<silu>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 8, unroll = 3>, width = 4 : i64}
+// CHECK:   cake.fwd_tile %[[X]], %[[W]], %[[CU]] bias %[[B]] : memref<?xf32> into %[[Y]] rows[%[[FIRST]], %[[END]]) col %[[COL]] {activation = #cake.activation<silu>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 4>, width = 4 : i64}
 // CHECK-NOT: cake.conv1d_fwd
 // OPTS-LABEL: func.func @fwd
 // OPTS: cake.fwd_tile {{.*}} tiling = #cake.tiling<vector_channels = 4, block_threads = 256, stages = 2, unroll = 4>
@@ -49,28 +49,32 @@ func.func @own_tiling(%x: memref<?x?xbf16>, %w: memref<?x2xbf16>, %cu: memref<?x
 
 // The backward: the same forall of fused tiles with one part per partial row,
 // then a forall over gradient columns; each sums its column in one fixed
-// order: four interleaved running sums, combined pairwise, then the rows left.
+// order: eight interleaved running sums, combined pairwise, then the rows left.
 // CHECK-LABEL: func.func @bwd
 // CHECK-SAME: %[[DW:[a-z0-9]+]]: memref<?x4xf32>, %[[DB:[a-z0-9]+]]: memref<?xf32>, %[[P:[a-z0-9]+]]: memref<?x?xf32>)
 // CHECK: %[[PARTS:.*]] = memref.dim %[[P]], %c0
 // CHECK: %[[TILES:.*]] = arith.muli %[[PARTS]], %{{.*}}
 // CHECK: scf.forall (%[[I:.*]]) in (%[[TILES]])
 // CHECK:   %[[PART:.*]] = arith.divui %[[I]], %{{.*}}
-// CHECK:   cake.bwd_tile {{.*}} into %{{.*}}, %[[P]] rows[%{{.*}}, %{{.*}}) col %{{.*}} part %[[PART]] {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<bf16>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 8, unroll = 3>, width = 4 : i64}
+// CHECK:   cake.bwd_tile {{.*}} into %{{.*}}, %[[P]] rows[%{{.*}}, %{{.*}}) col %{{.*}} part %[[PART]] {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<bf16>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 4>, width = 4 : i64}
 // CHECK: %[[C:.*]] = memref.dim %[[DW]], %c0
 // CHECK: %[[WCOLS:.*]] = arith.muli %[[C]], %c4
 // CHECK: %[[COLS:.*]] = arith.addi %[[WCOLS]], %[[C]]
 // CHECK: scf.forall (%[[J:.*]]) in (%[[COLS]])
 // CHECK:   %[[ROWS:.*]] = memref.dim %[[P]], %c0
-// CHECK:   %[[QUADS:.*]] = arith.divui %[[ROWS]], %c4
-// CHECK:   %[[BLOCKED:.*]] = arith.muli %[[QUADS]], %c4
-// CHECK:   %[[S:.*]]:4 = scf.for %[[R:.*]] = %c0 to %[[BLOCKED]] step %c4 iter_args(%[[A0:.*]] = %cst, %[[A1:.*]] = %cst, %[[A2:.*]] = %cst, %[[A3:.*]] = %cst)
+// CHECK:   %[[OCTETS:.*]] = arith.divui %[[ROWS]], %c8
+// CHECK:   %[[BLOCKED:.*]] = arith.muli %[[OCTETS]], %c8
+// CHECK:   %[[S:.*]]:8 = scf.for %[[R:.*]] = %c0 to %[[BLOCKED]] step %c8 iter_args(%[[A0:[a-z0-9]+]] = %cst, {{.*}})
 // CHECK:     %[[P0:.*]] = memref.load %[[P]][%[[R]], %[[J]]]
 // CHECK:     arith.addf %[[A0]], %[[P0]]
 // CHECK-DAG: %[[S01:.*]] = arith.addf %[[S]]#0, %[[S]]#1
 // CHECK-DAG: %[[S23:.*]] = arith.addf %[[S]]#2, %[[S]]#3
-// CHECK:   %[[S0123:.*]] = arith.addf %[[S01]], %[[S23]]
-// CHECK:   %[[SUM:.*]] = scf.for %{{.*}} = %[[BLOCKED]] to %[[ROWS]] step %c1 iter_args(%{{.*}} = %[[S0123]])
+// CHECK-DAG: %[[S45:.*]] = arith.addf %[[S]]#4, %[[S]]#5
+// CHECK-DAG: %[[S67:.*]] = arith.addf %[[S]]#6, %[[S]]#7
+// CHECK-DAG: %[[S0123:.*]] = arith.addf %[[S01]], %[[S23]]
+// CHECK-DAG: %[[S4567:.*]] = arith.addf %[[S45]], %[[S67]]
+// CHECK:   %[[ALL:.*]] = arith.addf %[[S0123]], %[[S4567]]
+// CHECK:   %[[SUM:.*]] = scf.for %{{.*}} = %[[BLOCKED]] to %[[ROWS]] step %c1 iter_args(%{{.*}} = %[[ALL]])
 // CHECK:   %[[IS_W:.*]] = arith.cmpi ult, %[[J]], %[[WCOLS]]
 // CHECK:   scf.if %[[IS_W]]
 // CHECK:     memref.store %[[SUM]], %[[DW]]

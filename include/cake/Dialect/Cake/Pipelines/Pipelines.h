@@ -32,10 +32,10 @@ struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
   PassOptions::Option<int64_t> stages{
       *this, "stages",
       llvm::cl::desc("Row loads in flight ahead of the row being computed"),
-      llvm::cl::init(8)};
+      llvm::cl::init(4)};
   PassOptions::Option<int64_t> unroll{
       *this, "unroll", llvm::cl::desc("Rows per iteration of the row loop"),
-      llvm::cl::init(3)};
+      llvm::cl::init(4)};
   PassOptions::Option<bool> fastMath{
       *this, "fast-math",
       llvm::cl::desc("Let the activation use hardware approximations"),

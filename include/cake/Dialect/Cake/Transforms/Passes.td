@@ -45,9 +45,9 @@ def CakeTilePass : Pass<"cake-tile"> {
            "Channels one thread owns (8 bf16 = one 16-byte vector)">,
     Option<"blockThreads", "block-threads", "int64_t", /*default=*/"128",
            "Threads per GPU block">,
-    Option<"stages", "stages", "int64_t", /*default=*/"8",
+    Option<"stages", "stages", "int64_t", /*default=*/"4",
            "Row loads in flight ahead of the row being computed">,
-    Option<"unroll", "unroll", "int64_t", /*default=*/"3",
+    Option<"unroll", "unroll", "int64_t", /*default=*/"4",
            "Rows per iteration of the row loop">,
   ];
 }
