@@ -533,15 +533,11 @@ def assert_bitwise_equal(name: str, got: torch.Tensor | None, want: torch.Tensor
         raise AssertionError(f"{name}: {int(differ.sum())} elements differ bitwise")
 
 
-def run_into_buffers(case: Case, *, workspace: torch.Tensor | None = None):
-    """Forward and backward into NaN-poisoned preallocated buffers (and workspaces);
-    checks the buffers are the ones returned. Returns (y, dx, dweight, dbias)."""
-    y, dx = nan_like(case.x), nan_like(case.x)
-    dweight, dbias = nan_like(case.weight), nan_like(case.bias)
-    device = case.x.device
-    if workspace is None:
-        workspace = cake.cake_causal_conv1d_train_backward_workspace(case.S, case.C, device)
-    forward_workspace = cake.cake_causal_conv1d_train_forward_workspace(case.S, case.C, device)
+def run_case(
+    case: Case, *, y=None, dx=None, dweight=None, dbias=None, workspace=None, forward_workspace=None
+):
+    """The forward and the backward of ``case`` through the public API, into whichever
+    buffers and workspaces are given; returns (y, dx, dweight, dbias) as returned."""
     got_y = cake.cake_causal_conv1d_train_forward(
         case.x, case.weight, case.cu_seqlens, bias=case.bias, out=y, workspace=forward_workspace
     )
@@ -557,5 +553,24 @@ def run_into_buffers(case: Case, *, workspace: torch.Tensor | None = None):
         dweight=dweight,
         dbias=dbias,
     )
-    assert got_y is y and got[0] is dx and got[1] is dweight and got[2] is dbias
-    return y, dx, dweight, dbias
+    return (got_y, *got)
+
+
+def run_into_buffers(case: Case, *, workspace: torch.Tensor | None = None):
+    """Forward and backward into NaN-poisoned preallocated buffers (and workspaces);
+    checks the buffers are the ones returned. Returns (y, dx, dweight, dbias)."""
+    buffers = (nan_like(case.x), nan_like(case.x), nan_like(case.weight), nan_like(case.bias))
+    device = case.x.device
+    if workspace is None:
+        workspace = cake.cake_causal_conv1d_train_backward_workspace(case.S, case.C, device)
+    got = run_case(
+        case,
+        y=buffers[0],
+        dx=buffers[1],
+        dweight=buffers[2],
+        dbias=buffers[3],
+        workspace=workspace,
+        forward_workspace=cake.cake_causal_conv1d_train_forward_workspace(case.S, case.C, device),
+    )
+    assert all(g is b for g, b in zip(got, buffers))
+    return buffers

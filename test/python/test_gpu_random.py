@@ -27,6 +27,7 @@ from cake_testing import (
     make_extreme_case,
     requires_cake_gpu,
     route_id,
+    run_case,
 )
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -125,20 +126,14 @@ def run_and_check(case, data) -> None:
         # The forward's workspace is unused (0 bytes needed) but may be any int32 size.
         size = data.draw(st.integers(0, 64))
         forward_workspace = torch.full((size,), -1, dtype=torch.int32, device="cuda")
-    got_y = cake.cake_causal_conv1d_train_forward(
-        case.x, case.weight, case.cu_seqlens, bias=case.bias, out=y, workspace=forward_workspace
-    )
-    got = cake.cake_causal_conv1d_train_backward(
-        case.x,
-        case.weight,
-        case.cu_seqlens,
-        case.dy,
-        bias=case.bias,
-        silu_grad_preactivation=case.policy,
-        workspace=workspace,
+    got_y, *got = run_case(
+        case,
+        y=y,
         dx=dx,
         dweight=dweight,
         dbias=dbias,
+        workspace=workspace,
+        forward_workspace=forward_workspace,
     )
     if preallocate:
         assert got_y is y and got[0] is dx and got[1] is dweight and got[2] is dbias
