@@ -114,37 +114,31 @@ SigmoidParts buildSigmoidParts(LaneMath &m, Value x, bool approx) {
   return {m.select(nonNegative, large, small), large, small};
 }
 
-/// Matches f32 scalars and vectors.
-bool isF32Like(Type type) { return getElementTypeOrSelf(type).isF32(); }
+/// x * sigmoid(x).
+Value silu(LaneMath &m, Value x, const SigmoidParts &parts) {
+  return m.mul(x, parts.sigmoid);
+}
 
-struct LowerSilu : OpRewritePattern<SiluOp> {
-  using OpRewritePattern::OpRewritePattern;
+/// s * (1 + x * (1 - s)) as s + x * (s * (1 - s)): s (1 - s) is
+/// large * small on either side, so only s needs a select.
+Value siluDerivative(LaneMath &m, Value x, const SigmoidParts &parts) {
+  return m.fma(x, m.mul(parts.large, parts.small), parts.sigmoid);
+}
 
-  LogicalResult matchAndRewrite(SiluOp op,
+/// Lowers an activation op of f32 scalars or vectors by `formula`.
+template <typename OpTy, Value (*formula)(LaneMath &, Value,
+                                          const SigmoidParts &)>
+struct LowerActivation : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
-    if (!isF32Like(op.getType()))
-      return rewriter.notifyMatchFailure(op, "only f32 is lowered");
-    LaneMath m(rewriter, op.getLoc(), op.getType());
-    SigmoidParts parts = buildSigmoidParts(m, op.getOperand(), op.getApprox());
-    rewriter.replaceOp(op, m.mul(op.getOperand(), parts.sigmoid));
-    return success();
-  }
-};
-
-struct LowerSiluDerivative : OpRewritePattern<SiluDerivativeOp> {
-  using OpRewritePattern::OpRewritePattern;
-
-  LogicalResult matchAndRewrite(SiluDerivativeOp op,
-                                PatternRewriter &rewriter) const override {
-    if (!isF32Like(op.getType()))
+    if (!getElementTypeOrSelf(op.getType()).isF32())
       return rewriter.notifyMatchFailure(op, "only f32 is lowered");
     LaneMath m(rewriter, op.getLoc(), op.getType());
     Value x = op.getOperand();
-    SigmoidParts parts = buildSigmoidParts(m, x, op.getApprox());
-    // s * (1 + x * (1 - s)) as s + x * (s * (1 - s)): s (1 - s) is r * small
-    // on either side, so only s needs a select.
-    rewriter.replaceOp(
-        op, m.fma(x, m.mul(parts.large, parts.small), parts.sigmoid));
+    rewriter.replaceOp(op,
+                       formula(m, x, buildSigmoidParts(m, x, op.getApprox())));
     return success();
   }
 };
@@ -169,5 +163,7 @@ struct ConvertCakeMathToNVVMPass
 } // namespace
 
 void mlir::cake::populateCakeMathToNVVMPatterns(RewritePatternSet &patterns) {
-  patterns.add<LowerSilu, LowerSiluDerivative>(patterns.getContext());
+  patterns.add<LowerActivation<SiluOp, silu>,
+               LowerActivation<SiluDerivativeOp, siluDerivative>>(
+      patterns.getContext());
 }
