@@ -13,6 +13,7 @@ from dropins_testing import (
     conv1d_silu_reference,
     host_document_starts,
     reference_cake_causal_conv1d,
+    reference_grads,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -150,18 +151,17 @@ def test_causal_conv1d_fn_matches_reference(reference_kernels, case, weight_dtyp
     if seqlen == 0:
         return
 
-    # Gradients: the stand-in's are the float64 reference's (its bf16 rounding passes
-    # them through), so they match the reference's autograd to rounding.
+    # Gradients reach x's rows, weight and bias in their layouts and dtypes as the op's
+    # backward of the packed rows gives them (here the stand-in's, so exactly).
     dy = torch.randn(y.shape, generator=torch.Generator().manual_seed(5)).to(BF16)
     y.backward(dy)
-    leaves = [t for t in (x_rows, weight, bias) if t is not None]
-    got = [t.grad for t in leaves]
-    for t in leaves:
-        t.grad = None
-    (want * dy.double()).sum().backward()
-    for name, g, t in zip(("x", "weight", "bias"), got, leaves, strict=False):
-        assert g.dtype == t.dtype, name
-        torch.testing.assert_close(g.double(), t.grad.double(), rtol=2.0**-7, atol=1e-6, msg=name)
+    starts = host_document_starts(seq_idx) if rows else list(range(0, batch * seqlen, seqlen))
+    want = reference_grads(x_rows, weight, bias, dy.transpose(1, 2), starts)
+    got = (x_rows.grad.reshape(-1, 16), weight.grad, None if bias is None else bias.grad)
+    for name, g, w in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+        assert (g is None) == (bias is None and name == "dbias"), name
+        if g is not None:
+            assert g.dtype == w.dtype and torch.equal(g, w), name
 
 
 def test_causal_conv1d_fn_copies_a_strided_view_once(reference_kernels):
@@ -315,16 +315,14 @@ def test_short_convolution_rows(reference_kernels, param_dtype):
     x = torch.randn(3, 11, 16).to(BF16).requires_grad_()
     y, state = conv(x)
     assert state is None and y.shape == x.shape and y.dtype == BF16
-    want = short_conv_reference(conv, x)
-    bf16_close(y, want)
-    y.float().sum().backward()
-    got = [t.grad for t in (x, conv.weight, conv.bias)]
+    bf16_close(y, short_conv_reference(conv, x))
+    dy = torch.randn(3, 11, 16).to(BF16)
+    y.backward(dy)
     assert conv.weight.grad.shape == (16, 1, 4) and conv.weight.grad.dtype == param_dtype
-    for t in (x, conv.weight, conv.bias):
-        t.grad = None
-    want.sum().backward()
-    for g, t in zip(got, (x, conv.weight, conv.bias), strict=True):
-        torch.testing.assert_close(g.double(), t.grad.double(), rtol=2.0**-7, atol=1e-5)
+    want = reference_grads(x, conv.weight.view(16, 4), conv.bias, dy, [0, 11, 22])
+    got = (x.grad.reshape(-1, 16), conv.weight.grad.view(16, 4), conv.bias.grad)
+    for name, g, w in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+        assert torch.equal(g, w), name
 
 
 @pytest.mark.parametrize("cu_dtype", [torch.int32, torch.int64])
