@@ -56,18 +56,21 @@ def cu_seqlens_from_seq_idx(seq_idx: torch.Tensor) -> torch.Tensor:
     entry is B*T. That sequence is non-decreasing, its distinct values are exactly the
     document starts plus B*T, and each repeat is an empty document, which SPEC.md
     allows; the kernels binary-search it, so its length costs a few loads per search.
-    Five small launches (compare, select, running maximum, two fills), all O(B*T).
+
+    Six small launches over B*T + 1 elements, each parallel over them (fill, compare,
+    copy, cast, CUB's scan, binary searches): a running maximum would be one launch
+    fewer, but torch.cummax scans a 1-D tensor in a single thread block.
     """
     batch, seqlen = seq_idx.shape
     total = batch * seqlen
-    changes = seq_idx[:, 1:] != seq_idx[:, :-1]
-    row_starts = torch.ones(batch, min(seqlen, 1), dtype=torch.bool, device=seq_idx.device)
-    starts = torch.cat([row_starts, changes], dim=1).reshape(total)
-    positions = torch.arange(total, dtype=torch.int32, device=seq_idx.device)
-    # Token i's document starts at the last start at or before i: a running maximum
-    # of the start positions (0 elsewhere, and token 0 always starts one).
-    first = torch.where(starts, positions, 0).cummax(0).values
-    return torch.cat([first, positions.new_full((1,), total)])
+    # starts[i]: token i starts a document; the entry past the last token "starts" the
+    # end, so that the last entry below is B*T.
+    starts = torch.ones(total + 1, dtype=torch.bool, device=seq_idx.device)
+    starts[:total].view(batch, seqlen)[:, 1:] = seq_idx[:, 1:] != seq_idx[:, :-1]
+    # Token i's document number (from 1; int64, as B*T + 1 may not fit int32), then the
+    # first entry of the sorted numbers equal to it: its document's first token.
+    document = starts.cumsum(0)
+    return torch.searchsorted(document, document, out_int32=True)
 
 
 def _check_activation(activation: object) -> None:
