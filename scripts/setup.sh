@@ -8,6 +8,7 @@ set -euo pipefail
 
 CAKE_VENV=${CAKE_VENV:-$HOME/.cache/cake/venv}
 TORCH_VERSION=2.11.0 # the GPU machine's version
+TRANSFORMERS_VERSION=5.17.0 # the GPU machine's; the drop-in tests train its models
 packages=(llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools cmake ninja-build)
 
 missing=()
@@ -27,6 +28,10 @@ if ! "$CAKE_VENV/bin/python" -c "import torch, pybind11, pytest, hypothesis, sci
   python3 -m venv "$CAKE_VENV"
   "$CAKE_VENV/bin/pip" install -q "torch==$TORCH_VERSION" "pybind11==3.0.1" \
     "scikit-build-core>=0.10" pytest hypothesis numpy
+fi
+if ! "$CAKE_VENV/bin/python" -c "import transformers" 2>/dev/null; then
+  echo "setup: installing transformers $TRANSFORMERS_VERSION into $CAKE_VENV"
+  "$CAKE_VENV/bin/pip" install -q "transformers==$TRANSFORMERS_VERSION"
 fi
 
 if ! command -v ptxas >/dev/null && [[ ! -x /usr/local/cuda/bin/ptxas ]]; then
