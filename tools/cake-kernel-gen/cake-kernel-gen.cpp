@@ -3,11 +3,16 @@
 //
 // This file implements cake-kernel-gen, which compiles every kernel variant the
 // runtime launches (one per route: weight dtype, bias dtype or none, SiLU'
-// policy) into one PTX module, and writes the manifest the runtime selects
-// and launches them by (docs/kernel-abi.md).
+// policy) twice: into one PTX module for the GPU, and into one object file of
+// host kernels for the CPU, with the table the runtime finds them by. It
+// writes the manifest the runtime selects and launches them by
+// (docs/kernel-abi.md), read off the kernels' own attributes.
 //
 //===----------------------------------------------------------------------===//
 
+#include "HostObject.h"
+
+#include "cake/Conversion/Passes.h"
 #include "cake/Dialect/Cake/IR/CakeOps.h"
 #include "cake/Dialect/Cake/Pipelines/Pipelines.h"
 #include "cake/InitAll.h"
@@ -35,6 +40,10 @@ static llvm::cl::opt<std::string> pipelineOptions(
     "pipeline", llvm::cl::desc("Options of the cake-to-ptx pipeline, e.g. "
                                "'stages=4 unroll=2'"),
     llvm::cl::init(""));
+static llvm::cl::opt<std::string> hostPipelineOptions(
+    "host-pipeline",
+    llvm::cl::desc("Options of the cake-to-host pipeline, e.g. 'unroll=2'"),
+    llvm::cl::init(""));
 static llvm::cl::opt<std::string> backwardTiling(
     "bwd-tiling",
     llvm::cl::desc("#cake.tiling of the backward under silu_grad bf16 (f32 "
@@ -54,14 +63,19 @@ static llvm::cl::opt<bool>
 
 namespace {
 constexpr int64_t kWidth = 4; // the width the PyTorch API serves
-constexpr StringLiteral kParamAttr = "cake.param";
 
-/// What a kernel computes, as the runtime selects it, and how it is tiled
-/// (null: the pipeline's options).
+/// What a kernel computes, as the runtime selects it.
 struct Route {
   std::string op; // fwd, bwd or reduce
   std::string weight, bias, policy, acc;
-  TilingAttr tiling;
+};
+
+/// What launching a kernel needs, read off the kernel.
+struct KernelRecord {
+  std::string params; ///< `name:rank` or `name:index`, in order.
+  int64_t block;
+  int64_t vectorChannels;
+  std::string waitsFor; ///< "none" for a kernel that waits for none.
 };
 
 class KernelLibrary {
@@ -85,7 +99,7 @@ public:
                         args.back(), kWidth, Activation::silu,
                         /*tiling=*/nullptr);
     func::ReturnOp::create(b, b.getUnknownLoc());
-    routes[name] = {"fwd", weight.str(), bias.str(), "none", "none", {}};
+    routes[name] = {"fwd", weight.str(), bias.str(), "none", "none"};
   }
 
   void addBackward(StringRef weight, StringRef bias, StringRef policy,
@@ -121,22 +135,25 @@ public:
         arg("partials"), kWidth, Activation::silu,
         policy == "bf16" ? SiluGrad::bf16 : SiluGrad::fp32, tiling);
     func::ReturnOp::create(b, b.getUnknownLoc());
-    routes[name] = {"bwd", weight.str(), bias.str(), policy.str(), acc.str(),
-                    tiling};
-    // cake-map-to-gpu names the second kernel of a function <name>_1.
+    routes[name] = {"bwd", weight.str(), bias.str(), policy.str(), acc.str()};
+    // The second kernel of a function is <name>_1, and waits for the first.
     routes[name + "_1"] = {"reduce", weight.str(), bias.str(), "none",
-                           acc.str(), tiling};
+                           acc.str()};
   }
 
-  LogicalResult build(const CakeToPTXOptions &options) {
+  LogicalResult build(const CakeToPTXOptions &options,
+                      const CakeToHostOptions &hostOptions) {
+    OwningOpRef<ModuleOp> host = module->clone();
     PassManager toKernels(&context);
     buildCakeToKernelsPipeline(toKernels, options);
     if (failed(toKernels.run(*module)))
       return failure();
     if (dumpKernels)
       module->print(llvm::outs());
-    recordSignatures();
-
+    module->walk([&](gpu::GPUFuncOp kernel) {
+      gpuKernels[kernel.getName().str()] =
+          record(kernel, (*kernel.getKnownBlockSize())[0]);
+    });
     PassManager toPTX(&context);
     buildKernelsToPTXPipeline(toPTX, options);
     if (failed(toPTX.run(*module)))
@@ -145,38 +162,53 @@ public:
     if (!binary || binary.getObjects().size() != 1)
       return module->emitError("expected one gpu.binary @cake_kernels");
     ptx = cast<gpu::ObjectAttr>(binary.getObjects()[0]).getObject().str();
+
+    PassManager toHostKernels(&context);
+    buildCakeToHostKernelsPipeline(toHostKernels, hostOptions);
+    if (failed(toHostKernels.run(*host)))
+      return failure();
+    host->walk([&](func::FuncOp kernel) {
+      if (kernel->hasAttr(kHostKernelAttrName))
+        hostKernels[kernel.getName().str()] = record(kernel, /*block=*/1);
+    });
+    PassManager toLLVM(&context);
+    buildHostKernelsToLLVMPipeline(toLLVM);
+    if (failed(toLLVM.run(*host)))
+      return failure();
+    FailureOr<std::string> object = emitHostObject(*host);
+    if (failed(object))
+      return failure();
+    hostObject = std::move(*object);
     return success();
   }
 
-  LogicalResult write(const CakeToPTXOptions &options) {
+  LogicalResult write() {
     if (std::error_code error = llvm::sys::fs::create_directories(outputDir))
       return emitError(UnknownLoc::get(&context))
              << "cannot create " << outputDir << ": " << error.message();
-    std::error_code error;
-    llvm::raw_fd_ostream ptxFile(outputDir + "/cake_kernels.ptx", error);
-    if (error)
-      return emitError(UnknownLoc::get(&context)) << error.message();
-    ptxFile << ptx;
+    if (failed(writeFile("cake_kernels.ptx", ptx)) ||
+        failed(writeFile("cake_kernels_host.o", hostObject)) ||
+        failed(writeFile("cake_kernels_host.cpp", hostTable())))
+      return failure();
 
-    llvm::raw_fd_ostream manifest(outputDir + "/cake_kernels.manifest", error);
-    if (error)
-      return emitError(UnknownLoc::get(&context)) << error.message();
-    manifest << "cake-manifest 2\n# options: " << pipelineOptions << "\n";
-    for (const auto &[name, params] : signatures) {
-      const Route &route = routes.at(name);
-      // The reduction is not tiled: its block is the pipeline's.
-      bool tiled = route.op != "reduce";
-      int64_t block = tiled && route.tiling ? route.tiling.getBlockThreads()
-                                            : int64_t(options.blockThreads);
-      int64_t vectorChannels = route.tiling ? route.tiling.getVectorChannels()
-                                            : int64_t(options.vectorChannels);
-      manifest << "kernel " << name << " op=" << route.op
-               << " weight=" << route.weight << " bias=" << route.bias
-               << " policy=" << route.policy << " acc=" << route.acc
-               << " block=" << block << " vector_channels=" << vectorChannels
-               << " width=" << kWidth << " params=" << params << "\n";
+    std::string manifest;
+    llvm::raw_string_ostream os(manifest);
+    os << "cake-manifest 3\n# options: " << pipelineOptions
+       << "\n# host options: " << hostPipelineOptions << "\n";
+    for (auto [target, kernels] :
+         {std::pair{"gpu", &gpuKernels}, std::pair{"host", &hostKernels}}) {
+      for (const auto &[name, kernel] : *kernels) {
+        const Route &route = routes.at(name);
+        os << "kernel " << name << " target=" << target << " op=" << route.op
+           << " weight=" << route.weight << " bias=" << route.bias
+           << " policy=" << route.policy << " acc=" << route.acc
+           << " block=" << kernel.block
+           << " vector_channels=" << kernel.vectorChannels
+           << " width=" << kWidth << " waits_for=" << kernel.waitsFor
+           << " params=" << kernel.params << "\n";
+      }
     }
-    return success();
+    return writeFile("cake_kernels.manifest", manifest);
   }
 
 private:
@@ -210,39 +242,70 @@ private:
     auto func = func::FuncOp::create(b, b.getUnknownLoc(), name,
                                      b.getFunctionType(types, {}));
     for (auto [i, param] : llvm::enumerate(params))
-      func.setArgAttr(i, kParamAttr, b.getStringAttr(param.first));
+      func.setArgAttr(i, kParamAttrName, b.getStringAttr(param.first));
     Block *body = func.addEntryBlock();
     b.setInsertionPointToStart(body);
     return body;
   }
 
-  /// The parameters each kernel kept, as `name:rank,...` (`name:index` for
-  /// an index).
-  void recordSignatures() {
-    module->walk([&](gpu::GPUFuncOp kernel) {
-      std::string params;
-      llvm::raw_string_ostream os(params);
-      for (unsigned i = 0; i < kernel.getNumArguments(); ++i) {
-        if (i)
-          os << ",";
-        os << kernel.getArgAttrOfType<StringAttr>(i, kParamAttr).getValue()
-           << ":";
-        Type type = kernel.getArgumentTypes()[i];
-        if (auto memref = dyn_cast<MemRefType>(type))
-          os << memref.getRank();
-        else
-          os << "index";
-      }
-      signatures[kernel.getName().str()] = params;
-    });
+  /// What launching `kernel` needs: its parameters (names from
+  /// `cake.param`), its tiling's vector and the kernel it waits for.
+  KernelRecord record(FunctionOpInterface kernel, int64_t block) {
+    KernelRecord result{"", block, 1, "none"};
+    llvm::raw_string_ostream os(result.params);
+    for (unsigned i = 0; i < kernel.getNumArguments(); ++i) {
+      if (i)
+        os << ",";
+      os << kernel.getArgAttrOfType<StringAttr>(i, kParamAttrName).getValue()
+         << ":";
+      Type type = kernel.getArgumentTypes()[i];
+      if (auto memref = dyn_cast<MemRefType>(type))
+        os << memref.getRank();
+      else
+        os << "index";
+    }
+    if (auto tiling = kernel->getAttrOfType<TilingAttr>(kKernelTilingAttrName))
+      result.vectorChannels = tiling.getVectorChannels();
+    if (auto waitsFor =
+            kernel->getAttrOfType<FlatSymbolRefAttr>(kWaitsForAttrName))
+      result.waitsFor = waitsFor.getValue().str();
+    return result;
+  }
+
+  /// The table of the host kernels' packed entry points, which the runtime
+  /// finds them by.
+  std::string hostTable() {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "// Generated by cake-kernel-gen: the host kernels of "
+          "cake_kernels_host.o; do not edit.\n\n"
+       << "#include \"Internal.h\"\n\nextern \"C\" {\n";
+    for (const auto &entry : hostKernels)
+      os << "void " << entry.first << "_packed(const uint64_t *);\n";
+    os << "}\n\nnamespace cake::runtime::detail {\n\n"
+       << "extern const HostKernelEntry hostKernels[] = {\n";
+    for (const auto &entry : hostKernels)
+      os << "    {\"" << entry.first << "\", " << entry.first << "_packed},\n";
+    os << "    {nullptr, nullptr}};\n\n} // namespace cake::runtime::detail\n";
+    return text;
+  }
+
+  LogicalResult writeFile(StringRef name, StringRef contents) {
+    std::error_code error;
+    llvm::raw_fd_ostream file((outputDir + "/" + name).str(), error);
+    if (error)
+      return emitError(UnknownLoc::get(&context))
+             << "cannot write " << name << ": " << error.message();
+    file << contents;
+    return success();
   }
 
   MLIRContext &context;
   OpBuilder b;
   OwningOpRef<ModuleOp> module;
   std::map<std::string, Route> routes;
-  std::map<std::string, std::string> signatures;
-  std::string ptx;
+  std::map<std::string, KernelRecord> gpuKernels, hostKernels;
+  std::string ptx, hostObject;
 };
 } // namespace
 
@@ -257,7 +320,9 @@ int main(int argc, char **argv) {
 
   std::unique_ptr<CakeToPTXOptions> options =
       CakeToPTXOptions::createFromString(pipelineOptions);
-  if (!options)
+  std::unique_ptr<CakeToHostOptions> hostOptions =
+      CakeToHostOptions::createFromString(hostPipelineOptions);
+  if (!options || !hostOptions)
     return 1;
 
   auto parseTiling = [&](StringRef text) {
@@ -278,7 +343,8 @@ int main(int argc, char **argv) {
       library.addBackward(weight, bias, "fp32", fp32Tiling);
     }
   }
-  if (failed(library.build(*options)) || failed(library.write(*options)))
+  if (failed(library.build(*options, *hostOptions)) ||
+      failed(library.write()))
     return 1;
   return 0;
 }

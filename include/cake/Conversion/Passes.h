@@ -7,7 +7,9 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/Pass.h"
@@ -20,8 +22,22 @@ namespace cake {
 #define GEN_PASS_DECL
 #include "cake/Conversion/Passes.h.inc"
 
+/// Names a kernel parameter, on a function argument, for whoever launches
+/// the kernel.
+inline constexpr StringLiteral kParamAttrName = "cake.param";
+/// Marks the functions convert-cake-to-host makes.
+inline constexpr StringLiteral kHostKernelAttrName = "cake.host_kernel";
+/// On a kernel: the #cake.tiling of its tiles, what launching it needs.
+inline constexpr StringLiteral kKernelTilingAttrName = "cake.tiling";
+/// On a kernel: the kernel it runs after, and reads what that one wrote.
+inline constexpr StringLiteral kWaitsForAttrName = "cake.waits_for";
+
 /// Patterns that expand cake.silu and cake.silu_derivative for NVVM.
 void populateCakeMathToNVVMPatterns(RewritePatternSet &patterns);
+
+/// Patterns that expand cake.silu and cake.silu_derivative into arith and
+/// math.exp.
+void populateCakeMathToArithPatterns(RewritePatternSet &patterns);
 
 #define GEN_PASS_REGISTRATION
 #include "cake/Conversion/Passes.h.inc"

@@ -55,4 +55,50 @@ def ConvertCakeMathToNVVMPass : Pass<"convert-cake-math-to-nvvm"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+def ConvertCakeMathToArithPass : Pass<"convert-cake-math-to-arith"> {
+  let summary = "Lower the activation math to arith and math for the host";
+  let description = [{
+    Expands `cake.silu` and `cake.silu_derivative` (f32, scalar or vector)
+    into the formulas of convert-cake-math-to-nvvm with `math.exp`, itself
+    expanded into its polynomial approximation (so that vectors stay
+    vectors), and an IEEE division for the reciprocal. `approx` changes
+    nothing here.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def ConvertCakeToHostPass : Pass<"convert-cake-to-host", "::mlir::ModuleOp"> {
+  let summary = "Turn each tiled function into host kernels";
+  let description = [{
+    Each `func.func` whose work is `scf.forall` loops becomes functions of its
+    own: one per forall, named after the function (`<name>`, then
+    `<name>_1`, ...), taking the function's arguments that it uses and two
+    more, `tile_begin` and `tile_end` (`cake.param` names), and running the
+    forall's iterations `[tile_begin, min(tile_end, bound))` in order. The
+    runtime splits a forall's range among its threads; a kernel with a
+    predecessor names it in `cake.waits_for` and runs after it. The kernels
+    are marked `cake.host_kernel`; the function itself is removed.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def CakeWrapHostKernelsPass : Pass<"cake-wrap-host-kernels",
+                                   "::mlir::ModuleOp"> {
+  let summary = "Give each host kernel an entry point over packed parameters";
+  let description = [{
+    After the lowering to the LLVM dialect: for each `llvm.func` marked
+    `cake.host_kernel`, adds `<name>_packed(ptr)`, which reads the kernel's
+    parameters (pointers and 64-bit integers: memrefs as their expanded
+    descriptors) in order as 64-bit words from the array it is given, and
+    calls the kernel. The runtime then calls every kernel the same way, with
+    the words it would pass a GPU kernel.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // CAKE_CONVERSION_PASSES_TD

@@ -61,9 +61,10 @@ func.func @chain(%a: memref<?xf32> {cake.param = "a"}, %b: memref<?xf32> {cake.p
 // -----
 
 // A forall of tiles takes its block size and its register cap from their
-// tiling, and index arguments stay kernel parameters.
+// tiling, which the kernel keeps for whoever launches it; index arguments stay
+// kernel parameters.
 // CHECK-LABEL: gpu.func @tiles
-// CHECK-SAME: %{{.*}}: index) kernel attributes {known_block_size = array<i32: 64, 1, 1>, nvvm.minctasm = 3 : i32}
+// CHECK-SAME: %{{.*}}: index) kernel attributes {cake.tiling = #cake.tiling<vector_channels = 8, block_threads = 64, stages = 4, unroll = 1, min_blocks = 3>, known_block_size = array<i32: 64, 1, 1>, nvvm.minctasm = 3 : i32}
 // CHECK: %[[BASE:.*]] = arith.muli %{{.*}}, %c64
 // CHECK: cake.fwd_tile
 func.func @tiles(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
@@ -82,7 +83,7 @@ func.func @tiles(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, 
 // Only normalized one-dimensional foralls map to threads.
 func.func @two_dims(%buf: memref<?x?xf32>, %n: index) {
   %zero = arith.constant 0.0 : f32
-  // expected-error @+1 {{convert-cake-to-gpu maps normalized one-dimensional foralls without results}}
+  // expected-error @+1 {{cannot map to the GPU: only normalized one-dimensional foralls without results}}
   scf.forall (%i, %j) in (%n, %n) {
     memref.store %zero, %buf[%i, %j] : memref<?x?xf32>
   }

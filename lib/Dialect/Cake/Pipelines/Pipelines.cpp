@@ -11,6 +11,8 @@
 
 #include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
@@ -84,6 +86,41 @@ void mlir::cake::buildCakeToPTXPipeline(OpPassManager &pm,
   buildKernelsToPTXPipeline(pm, options);
 }
 
+void mlir::cake::buildCakeToHostKernelsPipeline(
+    OpPassManager &pm, const CakeToHostOptions &options) {
+  // No stages: a CPU's caches and prefetchers keep the rows coming.
+  pm.addPass(createCakeTilePass(CakeTilePassOptions{
+      options.vectorChannels, /*blockThreads=*/128, /*stages=*/0,
+      options.unroll}));
+  pm.addPass(createConvertCakeToHostPass());
+  pm.addPass(createCakeExpandTilesPass(
+      CakeExpandTilesPassOptions{/*fastMath=*/false}));
+  pm.addPass(createCakeUnrollRowsPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void mlir::cake::buildHostKernelsToLLVMPipeline(OpPassManager &pm) {
+  pm.addPass(createConvertCakeMathToArithPass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  // bf16 <-> f32 as integer operations: x86 has no conversion instruction
+  // before AVX-512 BF16, and LLVM would call a runtime library for them.
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
+  pm.addPass(createConvertToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCakeWrapHostKernelsPass());
+}
+
+void mlir::cake::buildCakeToHostPipeline(OpPassManager &pm,
+                                         const CakeToHostOptions &options) {
+  buildCakeToHostKernelsPipeline(pm, options);
+  buildHostKernelsToLLVMPipeline(pm);
+}
+
 void mlir::cake::registerCakePipelines() {
   PassPipelineRegistration<CakeToPTXOptions>(
       "cake-to-kernels",
@@ -96,4 +133,8 @@ void mlir::cake::registerCakePipelines() {
   PassPipelineRegistration<CakeToPTXOptions>(
       "cake-to-ptx", "Compile the cake ops to PTX kernels in a gpu.binary",
       buildCakeToPTXPipeline);
+  PassPipelineRegistration<CakeToHostOptions>(
+      "cake-to-host",
+      "Compile the cake ops to host kernels in the LLVM dialect",
+      buildCakeToHostPipeline);
 }

@@ -4,9 +4,9 @@
 // RUN: cake-opt %s --cake-to-ptx | not grep -E "\\.extern|call\\.uni|__nv_"
 
 // The forward, from the op to an NVVM kernel: nothing of cake, nvgpu, scf or
-// the host function is left, and the kernel says its block size.
+// the host function is left, and the kernel says its block size and tiling.
 // NVVM: gpu.module @cake_kernels [#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">]
-// NVVM: llvm.func @fwd({{.*}} attributes {gpu.kernel, gpu.known_block_size = array<i32: 128, 1, 1>, nvvm.kernel, nvvm.maxntid = array<i32: 128, 1, 1>}
+// NVVM: llvm.func @fwd({{.*}} attributes {cake.tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 4>, gpu.kernel, gpu.known_block_size = array<i32: 128, 1, 1>, nvvm.kernel, nvvm.maxntid = array<i32: 128, 1, 1>}
 // NVVM-NOT: cake.
 // NVVM-NOT: nvgpu.
 // NVVM-NOT: scf.

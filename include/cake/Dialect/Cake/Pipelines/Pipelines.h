@@ -64,7 +64,32 @@ void buildKernelsToPTXPipeline(OpPassManager &pm,
 /// buildCakeToKernelsPipeline, then buildKernelsToPTXPipeline.
 void buildCakeToPTXPipeline(OpPassManager &pm, const CakeToPTXOptions &options);
 
-/// Registers `cake-to-kernels`, `cake-to-nvvm` and `cake-to-ptx`.
+/// What shapes the host kernels.
+struct CakeToHostOptions : public PassPipelineOptions<CakeToHostOptions> {
+  PassOptions::Option<int64_t> vectorChannels{
+      *this, "vector-channels", llvm::cl::desc("Channels one thread owns"),
+      llvm::cl::init(8)};
+  PassOptions::Option<int64_t> unroll{
+      *this, "unroll", llvm::cl::desc("Rows per iteration of the row loop"),
+      llvm::cl::init(4)};
+};
+
+/// Cake ops to host kernels (convert-cake-to-host), each a function over a
+/// range of its tiles, expanded to row loops: the same tiles as on the GPU,
+/// their rows loaded straight from memory.
+void buildCakeToHostKernelsPipeline(OpPassManager &pm,
+                                    const CakeToHostOptions &options);
+
+/// Those kernels to the LLVM dialect, the activation with math.exp and IEEE
+/// divisions, each with a packed entry point (cake-wrap-host-kernels).
+void buildHostKernelsToLLVMPipeline(OpPassManager &pm);
+
+/// buildCakeToHostKernelsPipeline, then buildHostKernelsToLLVMPipeline.
+void buildCakeToHostPipeline(OpPassManager &pm,
+                             const CakeToHostOptions &options);
+
+/// Registers `cake-to-kernels`, `cake-to-nvvm`, `cake-to-ptx` and
+/// `cake-to-host`.
 void registerCakePipelines();
 
 } // namespace cake
