@@ -31,7 +31,7 @@ for wanted in $steps; do
 done
 # Whether step $1 was asked for.
 wants() { [[ " $steps " == *" $1 "* ]]; }
-for file in cake_kernels.ptx cake_kernels.manifest; do
+for file in cake_kernels.ptx cake_kernels.manifest cake_kernels_host.o cake_kernels_host.cpp; do
   if [[ ! -f "$kernels_dir/$file" ]]; then
     echo "error: $kernels_dir/$file not found" >&2
     exit 1
@@ -90,8 +90,8 @@ sanitize() {
   shift 2
   step "$tool" env PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
     compute-sanitizer --tool "$tool" --error-exitcode 1 "$@" \
-    python3 -m pytest -q -p no:cacheprovider test/python/test_gpu_correctness.py \
-    -k "$selection"
+    python3 -m pytest -q -p no:cacheprovider test/python/test_kernels.py \
+    -k "$selection and cuda"
 }
 if wants sanitizers; then
   sanitize memcheck garbage || status=$?

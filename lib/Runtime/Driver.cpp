@@ -106,7 +106,21 @@ std::string cake::runtime::unavailableReason() {
   return getLoadedDriver().error;
 }
 
+std::string cake::runtime::hostUnavailableReason() {
+  // cake-kernel-gen compiles the host kernels for x86-64-v3.
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("x86-64-v3"))
+    return "";
+  return "the host kernels need an x86-64-v3 CPU (AVX2, FMA, BMI2, F16C)";
+#else
+  return "the host kernels are built for x86-64; this host is not";
+#endif
+}
+
 bool cake::runtime::isSupported(int device) {
+  if (device == kHostDevice)
+    return hostUnavailableReason().empty();
   if (!unavailableReason().empty())
     return false;
   const Driver &driver = getDriver();

@@ -6,8 +6,8 @@
 //
 // This file declares what the runtime's source files share and nothing else
 // sees: the table of CUDA driver entry points, resolved at run time, the
-// driver error check, the lookup of a kernel's CUfunction, and the embedded
-// kernel images.
+// driver error check, the lookup of a kernel's CUfunction, the embedded
+// kernel images, and the host kernels linked in.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,6 +19,7 @@
 // For types and enums only: the runtime never links libcuda.
 #include <cuda.h>
 
+#include <cstdint>
 #include <string>
 
 namespace cake::runtime::detail {
@@ -86,6 +87,24 @@ std::string getLoadedImage();
 extern const char embeddedPtx[];
 extern const char embeddedManifest[];
 alignas(64) extern const unsigned char embeddedCubin[];
+
+/// A host kernel's entry point: it reads the kernel's parameters, in the
+/// manifest's order, as 64-bit words (a memref as its expanded descriptor), as
+/// cake-wrap-host-kernels writes it.
+using HostKernel = void (*)(const uint64_t *params);
+
+/// One host kernel of cake_kernels_host.o.
+struct HostKernelEntry {
+  const char *name;
+  HostKernel run;
+};
+
+/// The host kernels, ended by an entry with a null name (defined in the
+/// cake_kernels_host.cpp that cake-kernel-gen writes).
+extern const HostKernelEntry hostKernels[];
+
+/// Returns the entry point of host kernel `kernel`.
+HostKernel getHostKernel(const KernelInfo &kernel);
 
 } // namespace cake::runtime::detail
 

@@ -8,7 +8,8 @@
 // (docs/kernel-abi.md), the choice of a kernel for a call, the backward
 // workspace size, and the loading of the embedded kernels once per CUDA
 // context: the sm_90a cubin that the build checked on compute capability 9.0,
-// the PTX (compiled by the driver) on any other device.
+// the PTX (compiled by the driver) on any other device; and the lookup of the
+// host kernels linked in.
 //
 //===----------------------------------------------------------------------===//
 
@@ -126,6 +127,9 @@ static KernelInfo parseKernel(const std::vector<std::string_view> &tokens,
   KernelLineParser parser({tokens.begin() + 2, tokens.end()}, lineNo);
   KernelInfo kernel;
   kernel.name = std::string(tokens[1]);
+  kernel.target = parser.takeOneOf("target", {"gpu", "host"}) == "gpu"
+                      ? KernelInfo::Target::Gpu
+                      : KernelInfo::Target::Host;
   kernel.op = parser.takeOneOf("op", {"fwd", "bwd", "reduce"});
   kernel.weight = parser.takeOneOf("weight", {"f32", "bf16"});
   kernel.bias = parser.takeOneOf("bias", {"none", "f32", "bf16"});
@@ -134,6 +138,9 @@ static KernelInfo parseKernel(const std::vector<std::string_view> &tokens,
   kernel.block = parser.takeInt("block", 1);
   kernel.vectorChannels = parser.takeInt("vector_channels", 1);
   kernel.width = parser.takeInt("width", 1);
+  std::string_view waitsFor = parser.take("waits_for");
+  if (waitsFor != "none")
+    kernel.waitsFor = std::string(waitsFor);
   for (std::string_view param : split(parser.take("params"), ",")) {
     size_t colon = param.find(':');
     if (colon == std::string_view::npos)
@@ -149,10 +156,13 @@ static KernelInfo parseKernel(const std::vector<std::string_view> &tokens,
   }
   parser.checkAllTaken();
 
-  // Only bwd has a policy; bwd and reduce have an accumulator.
+  // Only bwd has a policy; bwd and reduce have an accumulator; a reduce, and
+  // only it, waits for a kernel.
   if ((kernel.policy == "none") != (kernel.op != "bwd") ||
       (kernel.acc == "none") != (kernel.op == "fwd"))
     throw parser.error("policy/acc do not fit op=" + kernel.op);
+  if (kernel.waitsFor.empty() != (kernel.op != "reduce"))
+    throw parser.error("waits_for does not fit op=" + kernel.op);
   return kernel;
 }
 
@@ -169,20 +179,38 @@ static std::vector<KernelInfo> parseManifest(std::string_view text) {
       continue;
     if (!sawHeader) {
       if (tokens.size() != 2 || tokens[0] != "cake-manifest" ||
-          tokens[1] != "2")
-        throw manifestError(lineNo, "expected 'cake-manifest 2'");
+          tokens[1] != "3")
+        throw manifestError(lineNo, "expected 'cake-manifest 3'");
       sawHeader = true;
       continue;
     }
     if (tokens.size() < 2 || tokens[0] != "kernel")
       throw manifestError(lineNo, "expected 'kernel <name> key=value...'");
+    KernelInfo kernel = parseKernel(tokens, lineNo);
+    // Each target's kernels are a library of their own: names repeat across.
     for (const KernelInfo &other : kernels)
-      if (other.name == tokens[1])
+      if (other.name == kernel.name && other.target == kernel.target)
         throw manifestError(lineNo, "duplicate kernel '" + other.name + "'");
-    kernels.push_back(parseKernel(tokens, lineNo));
+    kernels.push_back(std::move(kernel));
   }
   if (kernels.empty())
     throw std::runtime_error("cake: the kernel manifest lists no kernels");
+  // A reduce waits for a bwd of its own target and accumulator.
+  for (const KernelInfo &kernel : kernels) {
+    if (kernel.waitsFor.empty())
+      continue;
+    auto waited = std::find_if(
+        kernels.begin(), kernels.end(),
+        [&](const KernelInfo &other) {
+          return other.name == kernel.waitsFor && other.target == kernel.target;
+        });
+    if (waited == kernels.end() || waited->op != "bwd" ||
+        waited->acc != kernel.acc ||
+        waited->weight != kernel.weight || waited->bias != kernel.bias)
+      throw std::runtime_error("cake: kernel manifest: " + kernel.name +
+                               " waits for " + kernel.waitsFor +
+                               ", which is no bwd kernel it can reduce");
+  }
   return kernels;
 }
 
@@ -231,28 +259,44 @@ const std::vector<KernelInfo> &cake::runtime::getKernels() {
   return kernels;
 }
 
-const KernelInfo &cake::runtime::selectKernel(std::string_view op,
+KernelInfo::Target cake::runtime::targetOf(int device) {
+  return device == kHostDevice ? KernelInfo::Target::Host
+                               : KernelInfo::Target::Gpu;
+}
+
+const KernelInfo &cake::runtime::selectKernel(KernelInfo::Target target,
+                                              std::string_view op,
                                               std::string_view weight,
                                               std::string_view bias,
                                               std::string_view policy,
-                                              std::string_view acc, int64_t C) {
+                                              int64_t C) {
   // The first match for now; a choice among configs of one route goes here.
   for (const KernelInfo &kernel : getKernels())
-    if (kernel.op == op && kernel.weight == weight && kernel.bias == bias &&
-        kernel.policy == policy && kernel.acc == acc &&
+    if (kernel.target == target && kernel.op == op && kernel.weight == weight &&
+        kernel.bias == bias && kernel.policy == policy &&
         kernel.supportsChannels(C))
       return kernel;
   throw std::runtime_error(
-      "cake: no kernel in the manifest for op=" + std::string(op) +
-      " weight=" + std::string(weight) + " bias=" + std::string(bias) +
-      " policy=" + std::string(policy) + " acc=" + std::string(acc) +
+      std::string("cake: no kernel in the manifest for target=") +
+      (target == KernelInfo::Target::Gpu ? "gpu" : "host") +
+      " op=" + std::string(op) + " weight=" + std::string(weight) +
+      " bias=" + std::string(bias) + " policy=" + std::string(policy) +
       " C=" + std::to_string(C));
+}
+
+const KernelInfo &cake::runtime::successorOf(const KernelInfo &kernel) {
+  for (const KernelInfo &other : getKernels())
+    if (other.waitsFor == kernel.name && other.target == kernel.target)
+      return other;
+  throw std::runtime_error("cake: no kernel in the manifest waits for " +
+                           kernel.name);
 }
 
 int64_t cake::runtime::backwardWorkspaceBytes(int64_t C, int device) {
   int64_t bytes = -1;
   for (const KernelInfo &kernel : getKernels())
-    if (kernel.op == "bwd" && kernel.supportsChannels(C))
+    if (kernel.target == targetOf(device) && kernel.op == "bwd" &&
+        kernel.supportsChannels(C))
       bytes = std::max(bytes, maxParts(kernel, C, device) *
                                   (kernel.width + 1) * C * 8);
   if (bytes < 0)
@@ -345,6 +389,8 @@ static LoadedModule loadModule(const Driver &driver) {
         loaded.image + " failed: " + describeResult(result) +
         "\nJIT error log:\n" + log.c_str());
   for (const KernelInfo &kernel : getKernels()) {
+    if (kernel.target != KernelInfo::Target::Gpu)
+      continue;
     CUfunction function;
     checkResult(driver.cuModuleGetFunction(&function, loaded.module,
                                            kernel.name.c_str()),
@@ -384,3 +430,16 @@ CUfunction detail::getFunction(const KernelInfo &kernel) {
 }
 
 std::string detail::getLoadedImage() { return getModule().image; }
+
+//===----------------------------------------------------------------------===//
+// Host kernels
+//===----------------------------------------------------------------------===//
+
+HostKernel detail::getHostKernel(const KernelInfo &kernel) {
+  for (const HostKernelEntry *entry = hostKernels; entry->name; ++entry)
+    if (kernel.name == entry->name)
+      return entry->run;
+  throw std::runtime_error("cake: host kernel " + kernel.name +
+                           " is not in the library this runtime was built "
+                           "with");
+}

@@ -18,6 +18,8 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <system_error>
+#include <thread>
 
 using namespace cake::runtime;
 using namespace cake::runtime::detail;
@@ -108,15 +110,60 @@ struct Index {
   std::string name;
   int64_t value;
 };
+} // namespace
 
-/// One kernel launch, prepared (function, grid, parameters) before any launch
-/// is issued.
+/// Returns the operands of `kernel` as 64-bit words in the order of the
+/// manifest's params: a memref as `allocated, aligned, offset, sizes...,
+/// strides...`, an index as itself. Both targets take them so.
+static std::vector<uint64_t> packParams(const KernelInfo &kernel,
+                                        const std::vector<Memref> &memrefs,
+                                        const std::vector<Index> &indices) {
+  auto missing = [&](const std::string &param) {
+    return std::runtime_error("cake: kernel " + kernel.name + " takes '" +
+                              param + "', which the runtime does not pass");
+  };
+  std::vector<uint64_t> words;
+  size_t used = 0;
+  for (const KernelInfo::Param &param : kernel.params) {
+    if (param.kind == KernelInfo::Param::Kind::Index) {
+      auto it = std::find_if(indices.begin(), indices.end(),
+                             [&](const Index &i) { return i.name == param.name; });
+      if (it == indices.end())
+        throw missing(param.name + ":index");
+      words.push_back(static_cast<uint64_t>(it->value));
+      ++used;
+      continue;
+    }
+    auto it = std::find_if(memrefs.begin(), memrefs.end(),
+                           [&](const Memref &m) { return m.name == param.name; });
+    if (it == memrefs.end() ||
+        static_cast<int64_t>(it->sizes.size()) != param.rank)
+      throw missing(param.name + ":" + std::to_string(param.rank));
+    ++used;
+    words.insert(words.end(), {it->data, it->data, 0});
+    words.insert(words.end(), it->sizes.begin(), it->sizes.end());
+    std::vector<uint64_t> strides(it->sizes.size());
+    uint64_t stride = 1;
+    for (size_t i = strides.size(); i-- > 0; stride *= it->sizes[i])
+      strides[i] = stride;
+    words.insert(words.end(), strides.begin(), strides.end());
+  }
+  if (used != memrefs.size() + indices.size())
+    throw std::runtime_error("cake: kernel " + kernel.name +
+                             " takes fewer operands than the runtime passes");
+  return words;
+}
+
+namespace {
+/// One GPU kernel launch, prepared (function, grid, parameters) before any
+/// launch is issued.
 class Launch {
 public:
   Launch(const KernelInfo &kernel, int64_t gridX,
          const std::vector<Memref> &memrefs,
          const std::vector<Index> &indices = {})
-      : kernel(kernel), function(getFunction(kernel)) {
+      : kernel(kernel), function(getFunction(kernel)),
+        paramValues(packParams(kernel, memrefs, indices)) {
     if (gridX < 1 || gridX > INT32_MAX || kernel.block > 1024)
       throw std::runtime_error("cake: kernel " + kernel.name +
                                " cannot be launched with grid " +
@@ -128,7 +175,8 @@ public:
     config.blockDimX = static_cast<unsigned>(kernel.block);
     config.blockDimY = 1;
     config.blockDimZ = 1;
-    packParams(memrefs, indices);
+    for (uint64_t &value : paramValues)
+      paramPointers.push_back(&value);
   }
   Launch(const Launch &) = delete;
   Launch &operator=(const Launch &) = delete;
@@ -148,49 +196,6 @@ public:
   }
 
 private:
-  /// Packs the operands in the order of the manifest's params: a memref as
-  /// `allocated, aligned, offset, sizes..., strides...`, an index as itself,
-  /// all 64-bit.
-  void packParams(const std::vector<Memref> &memrefs,
-                  const std::vector<Index> &indices) {
-    size_t used = 0;
-    for (const KernelInfo::Param &param : kernel.params) {
-      if (param.kind == KernelInfo::Param::Kind::Index) {
-        auto it = std::find_if(indices.begin(), indices.end(),
-                               [&](const Index &i) { return i.name == param.name; });
-        if (it == indices.end())
-          throw missing(param.name + ":index");
-        paramValues.push_back(static_cast<uint64_t>(it->value));
-        ++used;
-        continue;
-      }
-      auto it =
-          std::find_if(memrefs.begin(), memrefs.end(),
-                       [&](const Memref &m) { return m.name == param.name; });
-      if (it == memrefs.end() ||
-          static_cast<int64_t>(it->sizes.size()) != param.rank)
-        throw missing(param.name + ":" + std::to_string(param.rank));
-      ++used;
-      paramValues.insert(paramValues.end(), {it->data, it->data, 0});
-      paramValues.insert(paramValues.end(), it->sizes.begin(), it->sizes.end());
-      std::vector<uint64_t> strides(it->sizes.size());
-      uint64_t stride = 1;
-      for (size_t i = strides.size(); i-- > 0; stride *= it->sizes[i])
-        strides[i] = stride;
-      paramValues.insert(paramValues.end(), strides.begin(), strides.end());
-    }
-    if (used != memrefs.size() + indices.size())
-      throw std::runtime_error("cake: kernel " + kernel.name +
-                               " takes fewer operands than the runtime passes");
-    for (uint64_t &value : paramValues)
-      paramPointers.push_back(&value);
-  }
-
-  std::runtime_error missing(const std::string &param) const {
-    return std::runtime_error("cake: kernel " + kernel.name + " takes '" +
-                              param + "', which the runtime does not pass");
-  }
-
   const KernelInfo &kernel;
   CUfunction function;
   CUlaunchConfig config = {};
@@ -198,6 +203,37 @@ private:
   std::vector<void *> paramPointers;
 };
 } // namespace
+
+/// Runs the tiles [0, tiles) of host kernel `kernel`, split into contiguous
+/// ranges among the host's cores, and returns when all are done. Which core
+/// runs a tile changes nothing in the results: every tile writes its own
+/// outputs.
+static void runOnHost(const KernelInfo &kernel, int64_t tiles,
+                      const std::vector<Memref> &memrefs,
+                      std::vector<Index> indices) {
+  HostKernel run = getHostKernel(kernel);
+  int64_t threads = std::clamp<int64_t>(
+      std::thread::hardware_concurrency(), 1, std::max<int64_t>(1, tiles));
+  indices.push_back({"tile_begin", 0});
+  indices.push_back({"tile_end", 0});
+  std::vector<std::vector<uint64_t>> words;
+  for (int64_t t = 0; t < threads; ++t) {
+    indices[indices.size() - 2].value = t * tiles / threads;
+    indices.back().value = (t + 1) * tiles / threads;
+    words.push_back(packParams(kernel, memrefs, indices));
+  }
+  std::vector<std::thread> workers;
+  for (int64_t t = 1; t < threads; ++t) {
+    try {
+      workers.emplace_back(run, words[t].data());
+    } catch (const std::system_error &) {
+      run(words[t].data()); // No thread to be had: the range runs here.
+    }
+  }
+  run(words[0].data());
+  for (std::thread &worker : workers)
+    worker.join();
+}
 
 //===----------------------------------------------------------------------===//
 // Forward and backward
@@ -223,13 +259,8 @@ static void checkSizes(int64_t S, int64_t C, int64_t numDocs) {
                              " num_docs=" + std::to_string(numDocs));
 }
 
-/// Returns selectKernel(...) after checking the kernel's width is the API's.
-static const KernelInfo &selectForLaunch(std::string_view op,
-                                         std::string_view weight,
-                                         std::string_view bias,
-                                         std::string_view policy,
-                                         std::string_view acc, int64_t C) {
-  const KernelInfo &kernel = selectKernel(op, weight, bias, policy, acc, C);
+/// Returns `kernel` after checking that its width is the API's.
+static const KernelInfo &checkWidth(const KernelInfo &kernel) {
   if (kernel.width != kWidth)
     throw std::runtime_error("cake: kernel " + kernel.name + " has width " +
                              std::to_string(kernel.width) + ", expected " +
@@ -268,31 +299,40 @@ static int64_t residentThreads(const KernelInfo &kernel, int device) {
 
 int64_t cake::runtime::maxParts(const KernelInfo &kernel, int64_t C,
                                 int device) {
-  if (!kernel.supportsChannels(C))
+  if (!kernel.supportsChannels(C) || kernel.target != targetOf(device))
     throw std::runtime_error("cake: kernel " + kernel.name +
-                             " cannot run with C=" + std::to_string(C));
+                             " cannot run with C=" + std::to_string(C) +
+                             " on device " + std::to_string(device));
+  if (kernel.target == KernelInfo::Target::Host)
+    return std::max<int64_t>(1,
+                             kHostPartialsBytes / ((kernel.width + 1) * C * 8));
   int64_t groups = C / kernel.vectorChannels;
   return std::max<int64_t>(1, residentThreads(kernel, device) / groups);
 }
 
 int64_t cake::runtime::partsFor(const KernelInfo &kernel, int64_t S, int64_t C,
                                 int device) {
-  int64_t byLength = std::max<int64_t>(1, ceilDiv(S, kMinPartTokens));
+  int64_t minTokens = kernel.target == KernelInfo::Target::Host
+                          ? kMinHostPartTokens
+                          : kMinPartTokens;
+  int64_t byLength = std::max<int64_t>(1, ceilDiv(S, minTokens));
   return std::min(maxParts(kernel, C, device), byLength);
 }
 
-/// Blocks of a one-dimensional grid over (part, channel group) tiles.
-static int64_t tileBlocks(const KernelInfo &kernel, int64_t parts, int64_t C) {
-  return ceilDiv(parts * (C / kernel.vectorChannels), kernel.block);
+/// The tiles of a fwd or bwd launch: one per (part, channel group).
+static int64_t tileCount(const KernelInfo &kernel, int64_t parts, int64_t C) {
+  return parts * (C / kernel.vectorChannels);
 }
 
 void cake::runtime::forward(const ForwardArgs &args) {
-  getDriver();
+  KernelInfo::Target target = targetOf(args.device);
+  if (target == KernelInfo::Target::Gpu)
+    getDriver();
   checkSizes(args.S, args.C, args.numDocs);
   checkOneOf("weight_dtype", args.weightDtype, {"f32", "bf16"});
   checkOneOf("bias_dtype", args.biasDtype, {"none", "f32", "bf16"});
-  const KernelInfo &kernel = selectForLaunch(
-      "fwd", args.weightDtype, args.biasDtype, "none", "none", args.C);
+  const KernelInfo &kernel = checkWidth(selectKernel(
+      target, "fwd", args.weightDtype, args.biasDtype, "none", args.C));
   if (args.S == 0)
     return;
 
@@ -305,25 +345,26 @@ void cake::runtime::forward(const ForwardArgs &args) {
       {"y", args.y, {S, C}}};
   if (args.biasDtype != "none")
     memrefs.push_back({"bias", args.bias, {C}});
+  int64_t tiles = tileCount(kernel, parts, C);
 
+  if (target == KernelInfo::Target::Host)
+    return runOnHost(kernel, tiles, memrefs, {{"parts", parts}});
   DeviceContextGuard guard(args.device);
-  Launch(kernel, tileBlocks(kernel, parts, C), memrefs, {{"parts", parts}})
+  Launch(kernel, ceilDiv(tiles, kernel.block), memrefs, {{"parts", parts}})
       .issue(args.stream, false);
 }
 
 void cake::runtime::backward(const BackwardArgs &args) {
-  getDriver();
+  KernelInfo::Target target = targetOf(args.device);
+  if (target == KernelInfo::Target::Gpu)
+    getDriver();
   checkSizes(args.S, args.C, args.numDocs);
   checkOneOf("weight_dtype", args.weightDtype, {"f32", "bf16"});
   checkOneOf("bias_dtype", args.biasDtype, {"none", "f32", "bf16"});
   checkOneOf("policy", args.policy, {"bf16", "fp32"});
-  // SPEC.md: weight-gradient partials are fp32 under the "bf16" policy and
-  // fp64 under "fp32".
-  const KernelInfo &bwd =
-      selectForLaunch("bwd", args.weightDtype, args.biasDtype, args.policy,
-                      args.policy == "bf16" ? "f32" : "f64", args.C);
-  const KernelInfo &reduce = selectForLaunch(
-      "reduce", args.weightDtype, args.biasDtype, "none", bwd.acc, args.C);
+  const KernelInfo &bwd = checkWidth(selectKernel(
+      target, "bwd", args.weightDtype, args.biasDtype, args.policy, args.C));
+  const KernelInfo &reduce = checkWidth(successorOf(bwd));
 
   int64_t S = args.S, C = args.C;
   bool hasBias = args.biasDtype != "none";
@@ -344,11 +385,17 @@ void cake::runtime::backward(const BackwardArgs &args) {
     bwdMemrefs.push_back({"bias", args.bias, {C}});
     reduceMemrefs.push_back({"dbias", args.dbias, {C}});
   }
+  int64_t tiles = tileCount(bwd, parts, C);
 
+  if (target == KernelInfo::Target::Host) {
+    if (S > 0)
+      runOnHost(bwd, tiles, bwdMemrefs, {});
+    return runOnHost(reduce, columns, reduceMemrefs, {});
+  }
   DeviceContextGuard guard(args.device);
   std::optional<Launch> bwdLaunch;
   if (S > 0)
-    bwdLaunch.emplace(bwd, tileBlocks(bwd, parts, C), bwdMemrefs);
+    bwdLaunch.emplace(bwd, ceilDiv(tiles, bwd.block), bwdMemrefs);
   Launch reduceLaunch(reduce, ceilDiv(columns, reduce.block), reduceMemrefs);
   if (bwdLaunch)
     bwdLaunch->issue(args.stream, false);

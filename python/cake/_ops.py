@@ -40,24 +40,34 @@ def _device_support(index: int) -> tuple[bool, str]:
     if extension.is_supported(index):
         return True, ""
     # unavailable_reason() is empty when the driver loads but the device falls short.
-    return False, extension.unavailable_reason() or (
+    return False, extension.unavailable_reason(index) or (
         "cake._C.is_supported is false (it needs compute capability >= 9.0)"
     )
 
 
+def device_type_problem(device: torch.device) -> str | None:
+    """Returns why no kernel of Cake's can run on ``device``'s type, or None."""
+    if device.type not in ("cuda", "cpu"):
+        return (
+            f"cake: device {device} is not supported; the kernels run on CUDA devices and the CPU"
+        )
+    return None
+
+
 def support_problem(device: torch.device) -> str | None:
     """Returns why ``device`` cannot run the kernels, or None when it can."""
-    if device.type != "cuda":
-        return f"cake: device {device} is not supported; the kernels run on CUDA devices only"
+    problem = device_type_problem(device)
+    if problem is not None:
+        return problem
     extension, why = _load_extension()
     if extension is None:
         return f"cake: cannot run on {device}: {why}"
-    if not torch.cuda.is_available():
+    if device.type == "cuda" and not torch.cuda.is_available():
         return f"cake: cannot run on {device}: torch sees no CUDA device"
     index = _index(device)
     supported, why = _device_support(index)
     if not supported:
-        return f"cake: device cuda:{index} is not supported: {why}"
+        return f"cake: device {_name(device, index)} is not supported: {why}"
     return None
 
 
@@ -69,8 +79,24 @@ def require_supported(device: torch.device) -> tuple[ModuleType, int]:
     return _load_extension()[0], _index(device)
 
 
+def _host_index() -> int:
+    """The extension's device index of the host, whose CPU runs the host kernels."""
+    return _load_extension()[0].HOST_DEVICE_INDEX
+
+
 def _index(device: torch.device) -> int:
+    if device.type == "cpu":
+        return _host_index()
     return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def _name(device: torch.device, index: int) -> str:
+    return "cpu" if device.type == "cpu" else f"cuda:{index}"
+
+
+def _stream(index: int) -> int:
+    """The stream to launch on: the current one; the host kernels run at once."""
+    return 0 if index == _host_index() else torch.cuda.current_stream(index).cuda_stream
 
 
 # Under torch.compile the count is computed when tracing and kept as a constant, as
@@ -125,7 +151,7 @@ def _launch_forward(x, weight, cu_seqlens, bias, out, workspace=None) -> None:
         _DTYPE_NAMES[weight.dtype],
         _dtype_name(bias),
         index,
-        torch.cuda.current_stream(index).cuda_stream,
+        _stream(index),
     )
 
 
@@ -171,7 +197,7 @@ def _launch_backward(x, weight, cu_seqlens, bias, dy, policy, workspace, dx, dwe
         _dtype_name(bias),
         policy,
         index,
-        torch.cuda.current_stream(index).cuda_stream,
+        _stream(index),
     )
 
 

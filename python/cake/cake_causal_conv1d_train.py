@@ -31,24 +31,23 @@ __all__ = [
 
 
 def is_cake_causal_conv1d_train_supported(device) -> bool:
-    """True when ``device`` can run the kernels: a CUDA device, the extension
-    ``cake._C`` importable, and ``cake._C.is_supported`` says yes."""
+    """True when ``device`` can run the kernels: a CUDA device or the CPU, the
+    extension ``cake._C`` importable, and ``cake._C.is_supported`` says yes (compute
+    capability >= 9.0; an x86-64-v3 CPU)."""
     return _ops.support_problem(_checks.as_device(device)) is None
 
 
 def cake_causal_conv1d_train_forward_workspace_bytes(S: int, C: int, device) -> int:
     """Bytes of the forward workspace: always 0, the forward needs none.
 
-    The arguments are still checked (``device`` must be a CUDA device) so that code
+    The arguments are still checked (``device`` must be a CUDA device or the CPU) so that code
     written against this API fails the same way whatever the op's needs are. S and C
     may be ints, numpy integers or SymInts; neither is specialized.
     """
     _checks.check_sizes(S, C)
-    device = _checks.as_device(device)
-    if device.type != "cuda":
-        raise RuntimeError(
-            f"cake: device {device} is not supported; the kernels run on CUDA devices only"
-        )
+    problem = _ops.device_type_problem(_checks.as_device(device))
+    if problem is not None:
+        raise RuntimeError(problem)
     return 0
 
 

@@ -32,6 +32,8 @@ static py::list getKernelDicts() {
     }
     py::dict entry;
     entry["name"] = kernel.name;
+    entry["target"] =
+        kernel.target == KernelInfo::Target::Gpu ? "gpu" : "host";
     entry["op"] = kernel.op;
     entry["weight"] = kernel.weight;
     entry["bias"] = kernel.bias;
@@ -40,6 +42,7 @@ static py::list getKernelDicts() {
     entry["block"] = kernel.block;
     entry["vector_channels"] = kernel.vectorChannels;
     entry["width"] = kernel.width;
+    entry["waits_for"] = kernel.waitsFor.empty() ? "none" : kernel.waitsFor;
     entry["params"] = params;
     result.append(entry);
   }
@@ -100,24 +103,33 @@ static void launchBackward(DevicePtr x, DevicePtr weight, DevicePtr cuSeqlens,
 static int64_t backwardParts(int64_t S, int64_t C, const std::string &weight,
                              const std::string &bias, const std::string &policy,
                              int device) {
-  const KernelInfo &kernel = selectKernel("bwd", weight, bias, policy,
-                                          policy == "bf16" ? "f32" : "f64", C);
+  const KernelInfo &kernel =
+      selectKernel(targetOf(device), "bwd", weight, bias, policy, C);
   return S == 0 ? 0 : partsFor(kernel, S, C, device);
 }
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "Cake's runtime: launches the embedded kernels through the CUDA "
-            "driver. Pointers and streams are ints; the Python package checks "
+            "driver, or runs the host kernels on the CPU (device_index -1). "
+            "Pointers and streams are ints; the Python package checks "
             "arguments before calling in.";
+  m.attr("HOST_DEVICE_INDEX") = kHostDevice;
 
   // The first call loads the driver (cuInit), which can take a while.
   m.def("is_supported", &isSupported, py::arg("device_index"),
         py::call_guard<py::gil_scoped_release>(),
         "Whether the driver loads and the device exists with compute "
-        "capability >= 9.0.");
-  m.def("unavailable_reason", &unavailableReason,
-        py::call_guard<py::gil_scoped_release>(),
-        "Why the CUDA driver cannot be used; empty when it can.");
+        "capability >= 9.0; for device_index -1, whether the host's CPU runs "
+        "the host kernels.");
+  m.def(
+      "unavailable_reason",
+      [](int device) {
+        return device == kHostDevice ? hostUnavailableReason()
+                                     : unavailableReason();
+      },
+      py::arg("device_index") = 0, py::call_guard<py::gil_scoped_release>(),
+      "Why the CUDA driver cannot be used (for device_index -1: why the host "
+      "cannot run the host kernels); empty when it can.");
   m.def("load_kernels", &loadKernels, py::arg("device_index"),
         py::call_guard<py::gil_scoped_release>(),
         "Loads the kernels into the device's current context (once per "

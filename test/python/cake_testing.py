@@ -100,6 +100,35 @@ _SKIP_REASON = _gpu_skip_reason()
 requires_cake_gpu = pytest.mark.skipif(_SKIP_REASON is not None, reason=_SKIP_REASON or "")
 
 
+def _cpu_skip_reason() -> str | None:
+    try:
+        cake.cake_causal_conv1d_train_backward_workspace_bytes(0, 8, "cpu")
+    except RuntimeError as error:
+        return str(error)
+    return None
+
+
+_CPU_SKIP_REASON = _cpu_skip_reason()
+#: Marks a test that runs the host kernels on the CPU.
+requires_cake_cpu = pytest.mark.skipif(_CPU_SKIP_REASON is not None, reason=_CPU_SKIP_REASON or "")
+
+#: Runs a test (which takes ``device``) on each target: the host kernels on the CPU,
+#: the GPU kernels on the current CUDA device.
+every_device = pytest.mark.parametrize(
+    "device",
+    [
+        pytest.param("cpu", marks=requires_cake_cpu),
+        pytest.param("cuda", marks=[pytest.mark.gpu, requires_cake_gpu]),
+    ],
+)
+
+
+def synchronize(device: str) -> None:
+    """Waits for the kernels launched on ``device`` (the host kernels return done)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
 def rows(t: torch.Tensor) -> torch.Tensor:
     """[S, C] view of an [S, C] or [1, S, C] tensor."""
     return t.reshape(-1, t.shape[-1])
@@ -390,11 +419,12 @@ def accumulation_depth(
 ) -> int:
     """The longest chain of additions that a term of dweight/dbias goes through in a
     backward (docs/kernel-abi.md): a partial row sums the tokens of its part, at most
-    ceil(S / R), then the reduce kernel adds the R rows. Off the GPU (no kernels),
-    S + 1, which bounds any order of summation."""
+    ceil(S / R), then the reduce kernel adds the R rows; R by the rule of the
+    device's target (the host kernels' on the CPU). On a device without kernels (the
+    float64 stand-ins' tests), S + 1, which bounds any order of summation."""
     if S == 0:
         return 1
-    if device.type != "cuda":
+    if cake._ops.support_problem(device) is not None:
         return S + 1
     extension, index = cake._ops.require_supported(device)
     parts = extension.backward_parts(

@@ -1,10 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Every argument check of the forward and backward, without a GPU.
 
-The metadata checks run before the device check, so CPU tensors reach each of them;
-the alignment checks run inside the custom ops before the device check, so
-misaligned CPU tensors reach those; the device-mismatch checks use "meta" tensors.
-A valid call on CPU tensors then fails with the unsupported-device RuntimeError.
+CPU tensors reach each check: the metadata checks run first, the alignment and
+overlap checks inside the custom ops before the launch; the device-mismatch checks
+use "meta" tensors. A valid call on CPU tensors runs the host kernels.
 """
 
 import cake
@@ -300,12 +299,11 @@ def _empty_out_is_x(a):
     ],
     ids=["inputs-dy=x", "inputs-bias-in-weight", "outputs-adjacent", "empty-workspace", "S0-out=x"],
 )
-def test_allowed_sharing_reaches_the_device_check(call, make):
+def test_allowed_sharing_runs(call, make):
     # Inputs may share memory (they are only read); outputs side by side do not
-    # overlap; an empty tensor overlaps nothing.
+    # overlap; an empty tensor overlaps nothing. On the CPU, the host kernels run.
     args = valid_args()
-    with pytest.raises(RuntimeError, match="cake: device cpu is not supported"):
-        call(**(args | make(args)))
+    call(**(args | make(args)))
 
 
 def test_check_no_overlap_byte_extents():
@@ -371,7 +369,7 @@ def test_autograd_function_rejects_unknown_policy_at_forward():
             bias=torch.randn(C).to(BF16),
             silu_grad_preactivation="fp32",
         ),
-        # Alignment rules met exactly (bf16 weight: 8 bytes) reach the device check.
+        # Alignment rules met exactly (bf16 weight: 8 bytes) pass.
         lambda: forward(weight=misaligned(torch.randn(C, 4).to(BF16), 8)),
         lambda: cake.cake_causal_conv1d(*list(valid_args().values())[:4]),
     ],
@@ -384,6 +382,7 @@ def test_autograd_function_rejects_unknown_policy_at_forward():
         "autograd",
     ],
 )
-def test_valid_cpu_call_fails_on_the_device_check(call):
-    with pytest.raises(RuntimeError, match="cake: device cpu is not supported"):
-        call()
+def test_valid_cpu_call_runs(call):
+    outputs = call()
+    for output in outputs if isinstance(outputs, tuple) else (outputs,):
+        assert output is None or bool(output.float().isfinite().all())

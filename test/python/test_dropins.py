@@ -8,6 +8,7 @@ import cake.dropins
 import pytest
 import torch
 from cake.dropins import ShortConvolution, causal_conv1d_fn, cu_seqlens_from_seq_idx
+from cake_testing import requires_cake_cpu
 from dropins_testing import (
     bf16_close,
     conv1d_silu_reference,
@@ -194,13 +195,15 @@ def test_causal_conv1d_fn_passes_packed_rows_without_a_copy(monkeypatch):
     assert seen["cu_seqlens"].tolist() == [0, 5, 10, 15]
 
 
-def test_causal_conv1d_fn_reaches_the_launch_on_cpu():
+@requires_cake_cpu
+def test_causal_conv1d_fn_runs_the_host_kernels_on_cpu():
     # The real path, off the GPU: every check passes, the packing and cu_seqlens are
-    # built, and the launch refuses the CPU device.
+    # built, and the host kernels run.
     x_rows, weight, bias = dao_inputs(2, 8, 6)
     seq_idx = seq_idx_of([[0, 0, 0, 1, 1, 1], [0, 1, 1, 1, 1, 1]])
-    with pytest.raises(RuntimeError, match="cake: device cpu is not supported"):
-        causal_conv1d_fn(x_rows.transpose(1, 2), weight, bias, seq_idx, activation="silu")
+    x = x_rows.transpose(1, 2)
+    y = causal_conv1d_fn(x, weight, bias, seq_idx, activation="silu")
+    bf16_close(y, conv1d_silu_reference(x, weight, bias, seq_idx))
 
 
 def bad(test_id, exception, words, **changes):
@@ -381,6 +384,10 @@ def test_short_convolution_rejects(changes, exception, words):
         assert word in message, (word, message)
 
 
-def test_short_convolution_reaches_the_launch_on_cpu():
-    with pytest.raises(RuntimeError, match="cake: device cpu is not supported"):
-        short_conv()(torch.randn(1, 8, 16).to(BF16), cu_seqlens=torch.tensor([0, 3, 8]))
+@requires_cake_cpu
+def test_short_convolution_runs_the_host_kernels_on_cpu():
+    conv = short_conv()
+    x = torch.randn(1, 8, 16).to(BF16)
+    y, _ = conv(x, cu_seqlens=torch.tensor([0, 3, 8]))
+    seq_idx = torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1]], dtype=I32)
+    bf16_close(y, short_conv_reference(conv, x, seq_idx))

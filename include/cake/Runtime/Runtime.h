@@ -7,9 +7,10 @@
 // This file declares the Cake runtime: the manifest of the kernels embedded at
 // build time, the choice of a kernel for a call, the backward workspace size,
 // the loading of the kernels, and the launches of the forward and backward
-// passes on a caller's stream (docs/kernel-abi.md). The runtime loads the CUDA
-// driver at run time, so everything here that needs no GPU also works on a
-// machine without one.
+// passes on a caller's stream (docs/kernel-abi.md). Every kernel exists for
+// two targets: the GPU, through the CUDA driver that the runtime loads at run
+// time, and the host, as native code linked in; device index kHostDevice
+// (-1) names the host.
 //
 // Every function reports errors by throwing std::runtime_error.
 //
@@ -25,6 +26,9 @@
 
 namespace cake::runtime {
 
+/// The device index of the host (the CPU) in every function that takes one.
+inline constexpr int kHostDevice = -1;
+
 /// One `kernel` line of the manifest; field meanings are in
 /// docs/kernel-abi.md.
 struct KernelInfo {
@@ -37,7 +41,11 @@ struct KernelInfo {
     int64_t rank; ///< Memrefs only.
   };
 
-  std::string name;
+  /// What runs the kernel: a GPU (PTX and cubin) or the host (native code).
+  enum class Target { Gpu, Host };
+
+  std::string name; ///< Unique among the kernels of its target.
+  Target target;
   std::string op;     ///< "fwd", "bwd" or "reduce".
   std::string weight; ///< "f32" or "bf16".
   std::string bias;   ///< "none", "f32" or "bf16".
@@ -46,6 +54,9 @@ struct KernelInfo {
   int64_t block;
   int64_t vectorChannels;
   int64_t width;
+  /// The kernel this one runs after, on the same target (the bwd kernel of a
+  /// reduce); empty for none.
+  std::string waitsFor;
   std::vector<Param> params;
 
   /// Returns true if the kernel can run with `C` channels.
@@ -55,27 +66,45 @@ struct KernelInfo {
 /// Returns the kernels of the embedded manifest, parsed on first use.
 const std::vector<KernelInfo> &getKernels();
 
-/// Returns the kernel to launch for the given manifest fields and channel
-/// count; throws if the manifest holds none.
-const KernelInfo &selectKernel(std::string_view op, std::string_view weight,
-                               std::string_view bias, std::string_view policy,
-                               std::string_view acc, int64_t C);
+/// Returns the target of device index `device`.
+KernelInfo::Target targetOf(int device);
+
+/// Returns the kernel to launch on `target` for the given manifest fields and
+/// channel count; throws if the manifest holds none.
+const KernelInfo &selectKernel(KernelInfo::Target target, std::string_view op,
+                               std::string_view weight, std::string_view bias,
+                               std::string_view policy, int64_t C);
+
+/// Returns the kernel that waits for `kernel` (the reduce of a bwd); throws if
+/// the manifest holds none.
+const KernelInfo &successorOf(const KernelInfo &kernel);
 
 /// Returns the most parts (token ranges) a launch of the fwd or bwd kernel
-/// `kernel` splits its tokens into on device `device`: one thread per
-/// (part, channel group) for every thread the device holds at once,
+/// `kernel` splits its tokens into on device `device`. On a GPU: one thread
+/// per (part, channel group) for every thread the device holds at once,
 /// max(1, floor(resident_threads / (C / vector_channels))), where
 /// resident_threads is the kernel's occupancy (blocks per multiprocessor, from
-/// the driver) * multiprocessors * block.
+/// the driver) * multiprocessors * block. On the host: as many as keep the
+/// backward's partial rows within kHostPartialsBytes,
+/// max(1, floor(kHostPartialsBytes / ((width + 1) * C * 8))).
 int64_t maxParts(const KernelInfo &kernel, int64_t C, int device);
 
+/// The bytes of partial rows the host's parts rule allows: enough parts for
+/// every core at any C a model uses, few enough that the reduce stays small.
+inline constexpr int64_t kHostPartialsBytes = int64_t(16) << 20;
+
 /// Returns the parts of a launch over S tokens: maxParts, but at most one per
-/// kMinPartTokens tokens (and at least one).
+/// kMinPartTokens tokens on a GPU, kMinHostPartTokens on the host (and at
+/// least one).
 int64_t partsFor(const KernelInfo &kernel, int64_t S, int64_t C, int device);
 
-/// Tokens below which a part is not split further: its halo of width - 1
-/// rows then costs at most a fifth of its reads.
+/// Tokens below which a part is not split further on a GPU: its halo of
+/// width - 1 rows then costs at most a fifth of its reads.
 inline constexpr int64_t kMinPartTokens = 16;
+
+/// The same on the host, where a part is a thread's unit of work and its
+/// partial row costs a cache line per channel group.
+inline constexpr int64_t kMinHostPartTokens = 64;
 
 /// Returns the bytes of the backward workspace for `C` channels on device
 /// `device`: the largest maxParts(...) * (W + 1) * C * 8 over the manifest's
@@ -83,11 +112,17 @@ inline constexpr int64_t kMinPartTokens = 16;
 int64_t backwardWorkspaceBytes(int64_t C, int device);
 
 /// Returns true if the driver loads, device `device` exists and its compute
-/// capability is at least 9.0.
+/// capability is at least 9.0; for kHostDevice, if the host's CPU runs the
+/// host kernels (x86-64 with AVX2 and FMA).
 bool isSupported(int device);
 
 /// Returns why the CUDA driver cannot be used, or an empty string if it can.
+/// For the host, hostUnavailableReason.
 std::string unavailableReason();
+
+/// Returns why the host cannot run the host kernels, or an empty string if it
+/// can.
+std::string hostUnavailableReason();
 
 /// Loads the embedded kernels into the current context of device `device`
 /// (once per context, as the first launch there would) and returns the image
@@ -97,10 +132,11 @@ std::string unavailableReason();
 /// overrides the choice when it is read, at a context's first load.
 std::string loadKernels(int device);
 
-/// A device address, as torch.Tensor.data_ptr() gives it.
+/// A device address, as torch.Tensor.data_ptr() gives it (a host address for
+/// kHostDevice).
 using DevicePtr = std::uint64_t;
 /// A CUstream, as torch.cuda.Stream.cuda_stream gives it (0 is the legacy
-/// default stream).
+/// default stream); ignored on the host.
 using StreamHandle = std::uintptr_t;
 
 /// The operands of the forward pass; all tensors are contiguous.
@@ -119,7 +155,8 @@ struct ForwardArgs {
   StreamHandle stream = 0;
 };
 
-/// Launches the forward pass on `args.stream`; nothing when S is 0.
+/// Launches the forward pass on `args.stream`; nothing when S is 0. On the
+/// host, runs it on the host's cores and returns when it is done.
 void forward(const ForwardArgs &args);
 
 /// The operands of the backward pass; all tensors are contiguous.
@@ -147,7 +184,8 @@ struct BackwardArgs {
 /// Launches the backward pass on `args.stream`: the bwd kernel, then the
 /// reduce kernel as its programmatic dependent launch, which writes dweight
 /// and dbias. When S is 0, only the reduce runs (in plain stream order) and
-/// writes zeros.
+/// writes zeros. On the host, runs both on the host's cores, one after the
+/// other, and returns when they are done.
 void backward(const BackwardArgs &args);
 
 } // namespace cake::runtime

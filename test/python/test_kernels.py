@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The kernels against the float64 reference: every route, edge shapes, extreme
-magnitudes, buffers, bad buffers and garbage cu_seqlens.
+magnitudes, buffers, bad buffers and garbage cu_seqlens, on each target: the GPU
+kernels on a supported CUDA device, the host kernels (the same IR lowered for the
+CPU) on the CPU, so that CI without a GPU runs the tiling and boundary logic too.
 
 Outputs go into NaN-poisoned preallocated buffers, so an element a kernel does not
 write fails. Tolerances: see cake_testing.
@@ -15,16 +17,17 @@ from cake_testing import (
     ROUTES,
     assert_bitwise_equal,
     assert_outputs,
+    every_device,
     make_case,
     make_extreme_case,
     nan_like,
     random_lengths,
-    requires_cake_gpu,
     route_id,
     run_into_buffers,
+    synchronize,
 )
 
-pytestmark = [pytest.mark.gpu, requires_cake_gpu]
+pytestmark = every_device
 
 every_route = pytest.mark.parametrize(
     "bias_dtype, weight_dtype, policy", ROUTES, ids=[route_id(r) for r in ROUTES]
@@ -38,31 +41,43 @@ def check_case(case):
 
 
 @every_route
-def test_route_matches_reference(bias_dtype, weight_dtype, policy):
+def test_route_matches_reference(bias_dtype, weight_dtype, policy, device):
     lengths = random_lengths(5000, 11, seed=10)
     check_case(
         make_case(
-            lengths, 264, weight_dtype=weight_dtype, bias_dtype=bias_dtype, policy=policy, seed=11
+            lengths,
+            264,
+            weight_dtype=weight_dtype,
+            bias_dtype=bias_dtype,
+            policy=policy,
+            seed=11,
+            device=device,
         )
     )
 
 
 @every_route
-def test_small_forward_backward(bias_dtype, weight_dtype, policy):
+def test_small_forward_backward(bias_dtype, weight_dtype, policy, device):
     # A small step on every route, which scripts/gpu.sh also runs under
     # compute-sanitizer's racecheck, initcheck and synccheck (slow tools: keep it small).
     # C = 40 is a multiple of 8 but not of 16.
     lengths = [0, 1, 2, 3, 70, 0, 150]
     check_case(
         make_case(
-            lengths, 40, weight_dtype=weight_dtype, bias_dtype=bias_dtype, policy=policy, seed=53
+            lengths,
+            40,
+            weight_dtype=weight_dtype,
+            bias_dtype=bias_dtype,
+            policy=policy,
+            seed=53,
+            device=device,
         )
     )
 
 
 @every_route
 @pytest.mark.parametrize("sign", [-1.0, 1.0], ids=["pre_-400", "pre_+400"])
-def test_large_preactivation_saturates(bias_dtype, weight_dtype, policy, sign):
+def test_large_preactivation_saturates(bias_dtype, weight_dtype, policy, sign, device):
     # x = -100 everywhere and weight = 1: pre = -100, -200, -300, then -400 as a
     # document's taps fill. SiLU and SiLU' must saturate (y and g to 0; to x and dy for
     # +400), not give NaN, as the fp32 policy's dx, dweight and dbias did on all its
@@ -74,6 +89,7 @@ def test_large_preactivation_saturates(bias_dtype, weight_dtype, policy, sign):
         bias_dtype=bias_dtype,
         policy=policy,
         seed=50,
+        device=device,
     )
     case.x.fill_(sign * 100)
     case.weight.fill_(1)
@@ -85,7 +101,7 @@ def test_large_preactivation_saturates(bias_dtype, weight_dtype, policy, sign):
 
 
 @every_route
-def test_extreme_magnitudes(bias_dtype, weight_dtype, policy):
+def test_extreme_magnitudes(bias_dtype, weight_dtype, policy, device):
     # |pre| up to about 1e4, pass-through channels in the band where exp(-|pre|) is an
     # fp32 subnormal, bf16 subnormal x, and +-inf and NaN in x at document starts and
     # inside documents: every output as the float64 formula says, NaN and inf included
@@ -93,7 +109,13 @@ def test_extreme_magnitudes(bias_dtype, weight_dtype, policy):
     lengths = [0, 1, 2, 3, 64, 700, 2000, 0, 333, 5]
     check_case(
         make_extreme_case(
-            lengths, 64, weight_dtype=weight_dtype, bias_dtype=bias_dtype, policy=policy, seed=51
+            lengths,
+            64,
+            weight_dtype=weight_dtype,
+            bias_dtype=bias_dtype,
+            policy=policy,
+            seed=51,
+            device=device,
         )
     )
 
@@ -102,40 +124,40 @@ def test_extreme_magnitudes(bias_dtype, weight_dtype, policy):
     "lengths", [[], [0], [0, 0, 0]], ids=["no-docs", "one-empty", "three-empty"]
 )
 @pytest.mark.parametrize("policy", ["bf16", "fp32"])
-def test_empty_input(lengths, policy):
+def test_empty_input(lengths, policy, device):
     # S == 0: y and dx are empty, dweight and dbias are written as zeros.
-    case = make_case(lengths, 64, policy=policy, seed=12)
+    case = make_case(lengths, 64, policy=policy, seed=12, device=device)
     check_case(case)
     y = cake.cake_causal_conv1d_train_forward(case.x, case.weight, case.cu_seqlens)
     assert y.shape == (0, 64)
 
 
 @pytest.mark.parametrize("policy", ["bf16", "fp32"])
-def test_documents_of_length_0_to_3(policy):
+def test_documents_of_length_0_to_3(policy, device):
     gen = torch.Generator().manual_seed(13)
     lengths = [0, 1, 2, 3] * 64
     lengths = [lengths[i] for i in torch.randperm(len(lengths), generator=gen)]
-    check_case(make_case([0] + lengths + [0], 128, policy=policy, seed=14))
+    check_case(make_case([0] + lengths + [0], 128, policy=policy, seed=14, device=device))
 
 
-def test_thousands_of_short_documents():
+def test_thousands_of_short_documents(device):
     gen = torch.Generator().manual_seed(15)
     lengths = torch.randint(0, 17, (4000,), generator=gen).tolist()
-    check_case(make_case(lengths, 256, weight_dtype=torch.bfloat16, seed=16))
+    check_case(make_case(lengths, 256, weight_dtype=torch.bfloat16, seed=16, device=device))
 
 
 @pytest.mark.parametrize("policy", ["bf16", "fp32"])
-def test_one_long_document(policy):
-    check_case(make_case([200_000], 64, policy=policy, seed=17))
+def test_one_long_document(policy, device):
+    check_case(make_case([200_000], 64, policy=policy, seed=17, device=device))
 
 
 @pytest.mark.parametrize("C, S", [(8, 20_000), (8200, 1500)])
-def test_channel_extremes(C, S):
-    check_case(make_case(random_lengths(S, 9, seed=18), C, seed=19))
+def test_channel_extremes(C, S, device):
+    check_case(make_case(random_lengths(S, 9, seed=18), C, seed=19, device=device))
 
 
-def test_batch_dim_input():
-    case = make_case(random_lengths(3000, 6, seed=20), 96, batch_dim=True, seed=21)
+def test_batch_dim_input(device):
+    case = make_case(random_lengths(3000, 6, seed=20), 96, batch_dim=True, seed=21, device=device)
     check_case(case)
     y = cake.cake_causal_conv1d_train_forward(case.x, case.weight, case.cu_seqlens, bias=case.bias)
     dx, _, _ = cake.cake_causal_conv1d_train_backward(
@@ -144,18 +166,18 @@ def test_batch_dim_input():
     assert y.shape == dx.shape == (1, 3000, 96)
 
 
-def test_preallocated_buffers_and_workspaces():
+def test_preallocated_buffers_and_workspaces(device):
     C = 136
-    first = make_case(random_lengths(7000, 13, seed=22), C, seed=23)
-    second = make_case(random_lengths(900, 4, seed=24), C, seed=25)
+    first = make_case(random_lengths(7000, 13, seed=22), C, seed=23, device=device)
+    second = make_case(random_lengths(900, 4, seed=24), C, seed=25, device=device)
     # One backward workspace serves calls of any S for its C, reused as is.
-    workspace = cake.cake_causal_conv1d_train_backward_workspace(first.S, C, "cuda")
+    workspace = cake.cake_causal_conv1d_train_backward_workspace(first.S, C, device)
     assert workspace.dtype == torch.uint8 and workspace.is_contiguous()
-    assert workspace.numel() == cake.cake_causal_conv1d_train_backward_workspace_bytes(5, C, "cuda")
+    assert workspace.numel() == cake.cake_causal_conv1d_train_backward_workspace_bytes(5, C, device)
     assert workspace.numel() == cake.cake_causal_conv1d_train_backward_workspace_bytes(
-        10**6, C, "cuda"
+        10**6, C, device
     )
-    forward_workspace = cake.cake_causal_conv1d_train_forward_workspace(first.S, C, "cuda")
+    forward_workspace = cake.cake_causal_conv1d_train_forward_workspace(first.S, C, device)
     assert forward_workspace.dtype == torch.int32 and forward_workspace.numel() == 0
     for case in (second, first, second):  # ends on `second`, used below
         outputs = run_into_buffers(case, workspace=workspace)
@@ -190,20 +212,20 @@ def test_preallocated_buffers_and_workspaces():
             case.x, case.weight, case.cu_seqlens, case.dy, bias=case.bias, workspace=workspace[8:]
         )
     # 4 bf16 elements = 8 bytes past the allocation's (aligned) start.
-    out = torch.empty(case.x.numel() + 4, dtype=torch.bfloat16, device="cuda")[4:].view(
+    out = torch.empty(case.x.numel() + 4, dtype=torch.bfloat16, device=device)[4:].view(
         case.x.shape
     )
     with pytest.raises(ValueError, match="out must be 16-byte aligned"):
         cake.cake_causal_conv1d_train_forward(case.x, case.weight, case.cu_seqlens, out=out)
 
 
-def test_overlapping_outputs_are_rejected_before_any_launch():
-    case = make_case([300, 0, 200], 64, seed=52)
+def test_overlapping_outputs_are_rejected_before_any_launch(device):
+    case = make_case([300, 0, 200], 64, seed=52, device=device)
     C, nbytes = case.C, case.x.numel() * 2
-    need = cake.cake_causal_conv1d_train_backward_workspace_bytes(case.S, C, "cuda")
-    params = torch.full((C * 5,), float("nan"), device="cuda")
+    need = cake.cake_causal_conv1d_train_backward_workspace_bytes(case.S, C, device)
+    params = torch.full((C * 5,), float("nan"), device=device)
     # dx, then a workspace whose first 16 bytes are dx's last 16.
-    dx_and_workspace = torch.full((nbytes + need,), 0xFF, dtype=torch.uint8, device="cuda")
+    dx_and_workspace = torch.full((nbytes + need,), 0xFF, dtype=torch.uint8, device=device)
     dx = dx_and_workspace[:nbytes].view(torch.bfloat16).view(case.x.shape)
     inputs = {name: getattr(case, name).clone() for name in ("x", "weight", "bias", "dy")}
 
@@ -234,7 +256,7 @@ def test_overlapping_outputs_are_rejected_before_any_launch():
     for call, output, other in calls:
         with pytest.raises(ValueError, match=f"^cake: {output} overlaps {other}: "):
             call()
-    torch.cuda.synchronize()
+    synchronize(device)
     # Nothing ran: the inputs and the outputs' bytes are as they were.
     for name, before in inputs.items():
         assert_bitwise_equal(name, getattr(case, name), before)
@@ -245,12 +267,12 @@ def test_overlapping_outputs_are_rejected_before_any_launch():
 GUARD = 4096
 
 
-def guarded(shape, dtype, fill=None):
+def guarded(shape, dtype, device, fill=None):
     """(storage, tensor): a ``shape`` tensor in the middle of a storage whose GUARD
     elements on each side hold 0xFF bytes (NaN in float tensors), as the tensor does
     unless ``fill`` gives its values."""
     n = math.prod(shape)
-    storage = torch.empty(n + 2 * GUARD, dtype=dtype, device="cuda")
+    storage = torch.empty(n + 2 * GUARD, dtype=dtype, device=device)
     storage.view(torch.uint8).fill_(0xFF)
     tensor = storage[GUARD : GUARD + n].view(shape)
     if fill is not None:
@@ -264,7 +286,9 @@ def guarded(shape, dtype, fill=None):
     [[0, -5, 3000, 7, 2**31 - 1], [9999, 5, 5, -(2**31), 0], [0, 2**31 - 1]],
     ids=["non-monotone", "out-of-range", "past-the-end"],
 )
-def test_garbage_cu_seqlens_stays_inside_the_tensors(bias_dtype, weight_dtype, policy, cu_values):
+def test_garbage_cu_seqlens_stays_inside_the_tensors(
+    bias_dtype, weight_dtype, policy, cu_values, device
+):
     # The host never reads cu_seqlens, so it cannot reject these; whatever they hold,
     # the kernels must only touch their own tensors (scripts/gpu.sh runs this test
     # under compute-sanitizer's memcheck too, which sees accesses past the guard bands)
@@ -273,23 +297,29 @@ def test_garbage_cu_seqlens_stays_inside_the_tensors(bias_dtype, weight_dtype, p
     # come back untouched.
     S, C = 1000, 72
     case = make_case(
-        [S], C, weight_dtype=weight_dtype, bias_dtype=bias_dtype, policy=policy, seed=20
+        [S],
+        C,
+        weight_dtype=weight_dtype,
+        bias_dtype=bias_dtype,
+        policy=policy,
+        seed=20,
+        device=device,
     )
     cu = torch.tensor(cu_values, dtype=torch.int32)
-    need = cake.cake_causal_conv1d_train_backward_workspace_bytes(S, C, "cuda")
+    need = cake.cake_causal_conv1d_train_backward_workspace_bytes(S, C, device)
     guards = {
-        "x": guarded((S, C), torch.bfloat16, case.x),
-        "dy": guarded((S, C), torch.bfloat16, case.dy),
-        "weight": guarded((C, 4), weight_dtype, case.weight),
-        "cu_seqlens": guarded(tuple(cu.shape), torch.int32, cu),
-        "y": guarded((S, C), torch.bfloat16),
-        "dx": guarded((S, C), torch.bfloat16),
-        "dweight": guarded((C, 4), weight_dtype),
-        "workspace": guarded((need,), torch.uint8),
+        "x": guarded((S, C), torch.bfloat16, device, case.x),
+        "dy": guarded((S, C), torch.bfloat16, device, case.dy),
+        "weight": guarded((C, 4), weight_dtype, device, case.weight),
+        "cu_seqlens": guarded(tuple(cu.shape), torch.int32, device, cu),
+        "y": guarded((S, C), torch.bfloat16, device),
+        "dx": guarded((S, C), torch.bfloat16, device),
+        "dweight": guarded((C, 4), weight_dtype, device),
+        "workspace": guarded((need,), torch.uint8, device),
     }
     if bias_dtype is not None:
-        guards["bias"] = guarded((C,), bias_dtype, case.bias)
-        guards["dbias"] = guarded((C,), bias_dtype)
+        guards["bias"] = guarded((C,), bias_dtype, device, case.bias)
+        guards["dbias"] = guarded((C,), bias_dtype, device)
     t = {name: tensor for name, (_, tensor) in guards.items()}
 
     cake.cake_causal_conv1d_train_forward(
@@ -307,7 +337,7 @@ def test_garbage_cu_seqlens_stays_inside_the_tensors(bias_dtype, weight_dtype, p
         dweight=t["dweight"],
         dbias=t.get("dbias"),
     )
-    torch.cuda.synchronize()
+    synchronize(device)
     for name, (storage, _) in guards.items():
         bands = storage.view(torch.uint8)
         width = GUARD * storage.element_size()
