@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cake_testing import requires_cake_cpu
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -117,3 +118,12 @@ def test_ncu_csv_wide_and_long_forms():
     table = ncu.summarize(rows)
     assert "| cake_fwd_x | 2 |" in table and "| 2000 |" in table  # median, in us
     assert "| cake_bwd_x | 1 |" in table and "| 247 |" in table
+
+
+@requires_cake_cpu
+def test_bench_cpu_formula_agrees_with_the_host_kernels():
+    # The PyTorch formula the CPU benchmark times against must be the op: bench_shape
+    # checks it against Cake's y (documents of random lengths, empty ones possible).
+    bench_cpu = load("bench_cpu")
+    row = bench_cpu.bench_shape(300, 16, 5, reps=1)
+    assert row["S"] == 300 and row["fwd_speedup"] > 0 and row["cake_fwd_bwd_ms"] > 0
