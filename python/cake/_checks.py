@@ -11,9 +11,9 @@ Exception types (docs/python-api.md):
   ``silu_grad_preactivation``;
 - RuntimeError: a device that cannot run the kernels (raised by ``_ops``).
 
-The checks here read tensor metadata only (plus data pointers in
-``check_alignment`` and ``check_no_overlap``); none reads tensor contents, so none
-synchronizes.
+The checks here read tensor metadata only (``check_alignment`` and
+``check_no_overlap`` take data pointers read by ``_ops``); none reads tensor contents,
+so none synchronizes.
 """
 
 from __future__ import annotations
@@ -154,44 +154,77 @@ def check_same_device(x: torch.Tensor, **others: torch.Tensor | None) -> None:
             raise ValueError(f"cake: {name} must be on x's device {x.device}; got {value.device}")
 
 
-def check_alignment(tensors: Iterable[tuple[str, torch.Tensor | None, int]]) -> None:
-    """Checks the data-pointer alignment of each (name, tensor, bytes); None skipped.
+def check_forward_args(x, weight, cu_seqlens, bias, out, workspace) -> None:
+    """The metadata checks of the forward, in the order of docs/python-api.md."""
+    check_inputs(x, weight, cu_seqlens, bias)
+    if out is not None:
+        check_like("out", out, x, torch.bfloat16)
+    if workspace is not None:
+        check_workspace("workspace", workspace, (torch.int32,))
+    check_same_device(
+        x, weight=weight, cu_seqlens=cu_seqlens, bias=bias, out=out, workspace=workspace
+    )
 
-    Needs real tensors (data pointers), so it runs inside the custom ops.
+
+def check_backward_args(x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace) -> None:
+    """The metadata checks of the backward (the policy aside: it is checked first, by
+    the caller), in the order of docs/python-api.md."""
+    check_inputs(x, weight, cu_seqlens, bias)
+    check_like("dy", dy, x, torch.bfloat16)
+    if dx is not None:
+        check_like("dx", dx, x, torch.bfloat16)
+    if dweight is not None:
+        check_like("dweight", dweight, weight, weight.dtype)
+    if dbias is not None:
+        if bias is None:
+            raise ValueError("cake: dbias must be None when bias is None; got a tensor")
+        check_like("dbias", dbias, bias, bias.dtype)
+    if workspace is not None:
+        check_workspace("workspace", workspace, None)
+    check_same_device(
+        x,
+        weight=weight,
+        cu_seqlens=cu_seqlens,
+        bias=bias,
+        dy=dy,
+        workspace=workspace,
+        dx=dx,
+        dweight=dweight,
+        dbias=dbias,
+    )
+
+
+def check_alignment(pointers: Iterable[tuple[str, int, int]]) -> None:
+    """Checks each (name, data pointer, bytes): the pointer must be a multiple of bytes.
+
+    Takes pointers, not tensors: they are read once per launch (_ops) and serve this
+    check, the overlap check and the launch.
     """
-    for name, value, align in tensors:
-        if value is not None and value.data_ptr() % align != 0:
+    for name, pointer, align in pointers:
+        if pointer % align != 0:
             raise ValueError(
                 f"cake: {name} must be {align}-byte aligned; got data pointer "
-                f"{value.data_ptr():#x} ({value.data_ptr() % align} bytes past a boundary)"
+                f"{pointer:#x} ({pointer % align} bytes past a boundary)"
             )
 
 
 def check_no_overlap(
-    outputs: Sequence[tuple[str, torch.Tensor | None]],
-    inputs: Sequence[tuple[str, torch.Tensor | None]],
+    outputs: Sequence[tuple[str, int, int]], inputs: Sequence[tuple[str, int, int]]
 ) -> None:
-    """Checks that no output shares a byte with an input or another output; None skipped.
+    """Checks that no output shares a byte with an input or another output.
 
+    Each item is (name, data pointer, bytes): the tensor's extent is
+    [data_ptr, data_ptr + numel * element_size) (every tensor here is contiguous).
     A kernel reading what another thread of it writes gives wrong or racy results,
     so an output (out, dx, dweight, dbias, a workspace) that overlaps anything else
-    the launch touches is rejected, naming both. A tensor's extent is the bytes
-    [data_ptr, data_ptr + numel * element_size) (every tensor here is contiguous); an
-    empty tensor overlaps nothing. Inputs may overlap each other: they are only read.
-    Needs real tensors (data pointers), so it runs inside the custom ops.
+    the launch touches is rejected, naming both. An empty tensor (0 bytes) overlaps
+    nothing. Inputs may overlap each other: they are only read.
     """
-
-    def extents(pairs):
-        return [
-            (name, t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
-            for name, t in pairs
-            if t is not None and t.numel() > 0
-        ]
-
-    outs, ins = extents(outputs), extents(inputs)
-    for i, (name, start, end) in enumerate(outs):
-        for other, other_start, other_end in ins + outs[:i]:
-            if start < other_end and other_start < end:
+    for i, (name, start, size) in enumerate(outputs):
+        end = start + size
+        for other, other_start, other_size in (*inputs, *outputs[:i]):
+            other_end = other_start + other_size
+            if size and other_size and start < other_end and other_start < end:
                 raise ValueError(
                     f"cake: {name} overlaps {other}: an output must not share memory with "
                     f"an input or another output; got {name} at bytes [{start:#x}, {end:#x}) "
@@ -199,12 +232,14 @@ def check_no_overlap(
                 )
 
 
-def check_workspace_size(name: str, value: torch.Tensor, need: int, channels: int) -> None:
-    have = value.numel() * value.element_size()
+def check_workspace_size(
+    name: str, have: int, need: int, channels: int, device: torch.device
+) -> None:
+    """Checks that a workspace of ``have`` bytes holds the ``need`` bytes of a launch."""
     if have < need:
         raise ValueError(
             f"cake: {name} must hold at least {need} bytes for C = {channels} on "
-            f"{value.device}; got {have} bytes"
+            f"{device}; got {have} bytes"
         )
 
 

@@ -1,13 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Launch layer: the ``cake._C`` extension, device support, and the torch custom ops.
+"""Launch layer: the ``cake._C`` extension, device support, launch plans, and the
+torch custom ops.
 
-The kernels are launched from ``torch.library.custom_op``s in namespace ``cake`` so
-that torch.compile sees them as single opaque nodes (no graph break) and CUDA graphs
-capture them like any other launch. Each op has a fake implementation for shape and
-dtype inference. The ops expect arguments already checked by ``_checks`` in the
-traceable wrappers of ``cake_causal_conv1d_train``; what needs real tensors or the
-extension (alignment, outputs overlapping other tensors, device support, workspace
-size) is checked here, before the launch.
+Every launch goes through ``run_forward`` / ``run_backward`` with a plan from
+``forward_plan`` / ``backward_plan``. A plan holds what a call's tensor metadata
+decides (the metadata checks passed, the device's support, sizes, dtypes, extents,
+alignment rules, the backward workspace size): it is cached per signature (each
+tensor's type, dtype, shape, contiguity, device, requires_grad), and the metadata
+checks of ``_checks`` run on every miss. What depends on data pointers (alignment,
+outputs overlapping other tensors) is checked at every launch, from the plan's rules.
+docs/host-overhead.md says why and what it saves.
+
+In eager mode the public functions launch directly (``eager()``; the plan is
+``direct``); under torch.compile, tracing, a torch function or dispatch mode, or for
+tensor subclasses, meta tensors and inputs that require grad under grad mode, they
+go through the ``cake::`` custom ops, which torch.compile sees as single opaque
+nodes (no graph break) and whose fake implementations give shapes and dtypes. Both
+routes launch through the same plans and run functions.
 
 ``cake._C`` is imported on first use, so ``import cake`` works without a GPU and
 without a built extension.
@@ -15,6 +24,7 @@ without a built extension.
 
 import functools
 import importlib
+from collections.abc import Callable
 from types import ModuleType
 from typing import Optional
 
@@ -54,49 +64,49 @@ def device_type_problem(device: torch.device) -> str | None:
     return None
 
 
-def support_problem(device: torch.device) -> str | None:
-    """Returns why ``device`` cannot run the kernels, or None when it can."""
+def _no_stream() -> int:
+    """The host kernels run at once, on no stream."""
+    return 0
+
+
+def _target(device: torch.device) -> tuple[str | None, int, Callable[[], int] | None]:
+    """The one place that decides whether and how ``device`` runs the kernels:
+    (None, the device index cake._C takes, a function returning the handle of the
+    device's current stream) when it can, (why not, -1, None) when it cannot. The CPU
+    runs the host kernels: the extension's HOST_DEVICE_INDEX, no stream."""
     problem = device_type_problem(device)
     if problem is not None:
-        return problem
+        return problem, -1, None
     extension, why = _load_extension()
     if extension is None:
-        return f"cake: cannot run on {device}: {why}"
-    if device.type == "cuda" and not torch.cuda.is_available():
-        return f"cake: cannot run on {device}: torch sees no CUDA device"
-    index = _index(device)
+        return f"cake: cannot run on {device}: {why}", -1, None
+    if device.type == "cpu":
+        index = extension.HOST_DEVICE_INDEX
+        supported, why = _device_support(index)
+        if not supported:
+            return f"cake: device cpu is not supported: {why}", -1, None
+        return None, index, _no_stream
+    if not torch.cuda.is_available():
+        return f"cake: cannot run on {device}: torch sees no CUDA device", -1, None
+    index = device.index if device.index is not None else torch.cuda.current_device()
     supported, why = _device_support(index)
     if not supported:
-        return f"cake: device {_name(device, index)} is not supported: {why}"
-    return None
+        return f"cake: device cuda:{index} is not supported: {why}", -1, None
+    # The raw handle, without building a torch.cuda.Stream object (a few us per call).
+    return None, index, functools.partial(torch._C._cuda_getCurrentRawStream, index)
+
+
+def support_problem(device: torch.device) -> str | None:
+    """Returns why ``device`` cannot run the kernels, or None when it can."""
+    return _target(device)[0]
 
 
 def require_supported(device: torch.device) -> tuple[ModuleType, int]:
     """Returns (cake._C, device index); raises RuntimeError when ``device`` cannot run."""
-    problem = support_problem(device)
+    problem, index, _ = _target(device)
     if problem is not None:
         raise RuntimeError(problem)
-    return _load_extension()[0], _index(device)
-
-
-def _host_index() -> int:
-    """The extension's device index of the host, whose CPU runs the host kernels."""
-    return _load_extension()[0].HOST_DEVICE_INDEX
-
-
-def _index(device: torch.device) -> int:
-    if device.type == "cpu":
-        return _host_index()
-    return device.index if device.index is not None else torch.cuda.current_device()
-
-
-def _name(device: torch.device, index: int) -> str:
-    return "cpu" if device.type == "cpu" else f"cuda:{index}"
-
-
-def _stream(index: int) -> int:
-    """The stream to launch on: the current one; the host kernels run at once."""
-    return 0 if index == _host_index() else torch.cuda.current_stream(index).cuda_stream
+    return _load_extension()[0], index
 
 
 # Under torch.compile the count is computed when tracing and kept as a constant, as
@@ -108,101 +118,314 @@ def backward_workspace_bytes(channels: int, device: torch.device) -> int:
     return extension.backward_workspace_bytes(channels, index)
 
 
-def _ptr(value: torch.Tensor | None) -> int:
-    return 0 if value is None else value.data_ptr()
+def launches_directly(plan: "Plan") -> bool:
+    """Whether an eager call with this plan may launch without the custom ops: plain
+    tensors off "meta" (whose ops run the fake implementations), and no input that
+    requires grad under grad mode (through the ops autograd then says that the op
+    has no formula, where a direct launch would silently give no gradient)."""
+    return plan.direct and not (plan.requires_grad and torch.is_grad_enabled())
 
 
-def _dtype_name(value: torch.Tensor | None) -> str:
-    return "none" if value is None else _DTYPE_NAMES[value.dtype]
-
-
-def _input_alignments(x, weight, cu_seqlens, bias):
-    """(name, tensor, bytes) of the alignment rules of docs/kernel-abi.md."""
-    return [
-        ("x", x, 16),
-        ("weight", weight, 16 if weight.dtype == torch.float32 else 8),
-        ("cu_seqlens", cu_seqlens, 4),
-        ("bias", bias, 16),
-    ]
-
-
-def _inputs(x, weight, cu_seqlens, bias):
-    """(name, tensor) of the inputs shared by the forward and the backward."""
-    return [("x", x), ("weight", weight), ("cu_seqlens", cu_seqlens), ("bias", bias)]
-
-
-def _launch_forward(x, weight, cu_seqlens, bias, out, workspace=None) -> None:
-    _checks.check_alignment(_input_alignments(x, weight, cu_seqlens, bias) + [("out", out, 16)])
-    # The forward does not use its workspace, but the API lets it: it is an output.
-    _checks.check_no_overlap(
-        [("out", out), ("workspace", workspace)], _inputs(x, weight, cu_seqlens, bias)
-    )
-    extension, index = require_supported(x.device)
-    channels = x.shape[-1]
-    extension.forward(
-        x.data_ptr(),
-        weight.data_ptr(),
-        cu_seqlens.data_ptr(),
-        _ptr(bias),
-        out.data_ptr(),
-        x.numel() // channels,
-        channels,
-        cu_seqlens.numel() - 1,
-        _DTYPE_NAMES[weight.dtype],
-        _dtype_name(bias),
-        index,
-        _stream(index),
+def eager() -> bool:
+    """Whether a call may launch without going through the dispatcher: not under
+    torch.compile or torch.export (Dynamo reads is_compiling() as True and stops
+    there), not under torch.jit.trace, and with no torch function or dispatch mode
+    active (FakeTensorMode, make_fx, ``with torch.device(...)``...), all of which must
+    see the custom ops."""
+    return not (
+        torch.compiler.is_compiling()
+        or torch._C._is_tracing()
+        or torch._C._is_torch_function_mode_enabled()
+        or torch._C._len_torch_dispatch_stack()
     )
 
 
-def _launch_backward(x, weight, cu_seqlens, bias, dy, policy, workspace, dx, dweight, dbias):
-    # dweight and dbias follow their parameter's rule: the reduce kernel stores them
-    # with the same vector width as the forward loads the parameters.
-    _checks.check_alignment(
-        _input_alignments(x, weight, cu_seqlens, bias)
-        + [
-            ("dy", dy, 16),
-            ("dx", dx, 16),
-            ("dweight", dweight, 16 if dweight.dtype == torch.float32 else 8),
-            ("dbias", dbias, 16),
-            ("workspace", workspace, 16),
-        ]
+# Tensor types launched directly: others may override torch functions or dispatch.
+_PLAIN_TYPES = (torch.Tensor, torch.nn.Parameter)
+#: Plans kept per op before the cache starts over (a new S or document count is a
+#: new signature; a training loop uses a handful).
+_MAX_PLANS = 1024
+
+
+class Plan:
+    """What a call's metadata decides; see the module's docstring."""
+
+    __slots__ = (
+        "aligns",
+        "bias_dtype",
+        "channels",
+        "direct",
+        "extension",
+        "index",
+        "inputs",
+        "names",
+        "num_docs",
+        "outputs",
+        "problem",
+        "requires_grad",
+        "stream",
+        "tokens",
+        "weight_dtype",
+        "workspace_bytes",
+        "workspace_problem",
     )
-    # A workspace allocated below is fresh; one passed in is checked like the outputs.
-    _checks.check_no_overlap(
-        [("dx", dx), ("dweight", dweight), ("dbias", dbias), ("workspace", workspace)],
-        _inputs(x, weight, cu_seqlens, bias) + [("dy", dy)],
+
+
+def _signature(t: torch.Tensor | None) -> tuple | None:
+    """What the metadata checks and the plan read of a tensor (None stays None). A
+    non-tensor raises AttributeError."""
+    if t is None:
+        return None
+    return (type(t), t.dtype, t.shape, t.is_contiguous(), t.device, t.requires_grad)
+
+
+def _cached_plan(cache: dict, key: tuple | None, tensors: tuple, check, make) -> Plan:
+    """The plan of ``tensors`` (signature ``key``, None when an argument is not a
+    tensor) from ``cache``; on a miss, ``check(*tensors)`` (the full metadata checks,
+    which raise on a bad argument) then ``make(*tensors)``."""
+    plan = cache.get(key)
+    if plan is None:
+        check(*tensors)
+        plan = make(*tensors)
+        if key is not None:
+            if len(cache) >= _MAX_PLANS:
+                cache.clear()
+            cache[key] = plan
+    return plan
+
+
+def _new_plan(tensors: tuple, names: tuple, aligns: tuple, output_names: frozenset) -> Plan:
+    """The plan fields shared by the forward and the backward: ``tensors`` (None for
+    an argument not given) are called ``names``, need ``aligns`` bytes of alignment,
+    and those in ``output_names`` are outputs."""
+    x, weight, cu_seqlens, bias = tensors[:4]
+    plan = Plan()
+    plan.direct = x.device.type != "meta" and all(
+        type(t) in _PLAIN_TYPES for t in tensors if t is not None
     )
-    extension, index = require_supported(x.device)
-    channels = x.shape[-1]
-    need = extension.backward_workspace_bytes(channels, index)
-    if workspace is None:
-        workspace = torch.empty(need, dtype=torch.uint8, device=x.device)
+    plan.requires_grad = any(t.requires_grad for t in tensors if t is not None)
+    plan.problem, plan.index, plan.stream = _target(x.device)
+    plan.extension = _load_extension()[0] if plan.problem is None else None
+    plan.channels = x.shape[-1]
+    plan.tokens = x.numel() // plan.channels
+    plan.num_docs = cu_seqlens.numel() - 1
+    plan.weight_dtype = _DTYPE_NAMES[weight.dtype]
+    plan.bias_dtype = "none" if bias is None else _DTYPE_NAMES[bias.dtype]
+    plan.names, plan.aligns = names, aligns
+    # (name, position, bytes) of the inputs and of the outputs given, for the overlaps.
+    inputs, outputs = [], []
+    for i, (name, t) in enumerate(zip(names, tensors, strict=True)):
+        if t is not None:
+            extent = (name, i, t.numel() * t.element_size())
+            (outputs if name in output_names else inputs).append(extent)
+    plan.inputs, plan.outputs = tuple(inputs), tuple(outputs)
+    plan.workspace_bytes, plan.workspace_problem = 0, None
+    return plan
+
+
+def _weight_align(dtype: torch.dtype) -> int:
+    """docs/kernel-abi.md: fp32 weights (and dweights) 16 bytes, bf16 8 bytes. dweight
+    and dbias follow their parameter's rule: the reduce kernel stores them with the
+    same vector width as the forward loads the parameters."""
+    return 16 if dtype == torch.float32 else 8
+
+
+_FORWARD_NAMES = ("x", "weight", "cu_seqlens", "bias", "out", "workspace")
+# The forward does not use its workspace, but the API lets it: it is an output.
+_FORWARD_OUTPUTS = frozenset(("out", "workspace"))
+_FORWARD_PLANS: dict = {}
+
+
+def _make_forward_plan(x, weight, cu_seqlens, bias, out, workspace) -> Plan:
+    tensors = (x, weight, cu_seqlens, bias, out, workspace)
+    # The workspace has no alignment rule (1): it is never read.
+    aligns = (16, _weight_align(weight.dtype), 4, 16, 16, 1)
+    return _new_plan(tensors, _FORWARD_NAMES, aligns, _FORWARD_OUTPUTS)
+
+
+def forward_plan(x, weight, cu_seqlens, bias, out, workspace) -> Plan:
+    """The forward's plan; raises what ``_checks.check_forward_args`` raises."""
+    try:
+        key = (
+            _signature(x),
+            _signature(weight),
+            _signature(cu_seqlens),
+            _signature(bias),
+            _signature(out),
+            _signature(workspace),
+        )
+    except AttributeError:  # not a tensor: the checks raise the TypeError
+        key = None
+    return _cached_plan(
+        _FORWARD_PLANS,
+        key,
+        (x, weight, cu_seqlens, bias, out, workspace),
+        _checks.check_forward_args,
+        _make_forward_plan,
+    )
+
+
+_BACKWARD_NAMES = (
+    "x", "weight", "cu_seqlens", "bias", "dy", "dx", "dweight", "dbias", "workspace"
+)  # fmt: skip
+_BACKWARD_OUTPUTS = frozenset(("dx", "dweight", "dbias", "workspace"))
+_BACKWARD_PLANS: dict = {}
+
+
+def _make_backward_plan(x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace) -> Plan:
+    tensors = (x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace)
+    weight_align = _weight_align(weight.dtype)
+    aligns = (16, weight_align, 4, 16, 16, 16, weight_align, 16, 16)
+    plan = _new_plan(tensors, _BACKWARD_NAMES, aligns, _BACKWARD_OUTPUTS)
+    if plan.problem is None:
+        plan.workspace_bytes = plan.extension.backward_workspace_bytes(plan.channels, plan.index)
+        if workspace is not None:
+            try:
+                _checks.check_workspace_size(
+                    "workspace",
+                    workspace.numel() * workspace.element_size(),
+                    plan.workspace_bytes,
+                    plan.channels,
+                    x.device,
+                )
+            except ValueError as error:  # raised at launch, after the pointer checks
+                plan.workspace_problem = str(error)
+    return plan
+
+
+def backward_plan(x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace) -> Plan:
+    """The backward's plan; raises what ``_checks.check_backward_args`` raises."""
+    try:
+        key = (
+            _signature(x),
+            _signature(weight),
+            _signature(cu_seqlens),
+            _signature(bias),
+            _signature(dy),
+            _signature(dx),
+            _signature(dweight),
+            _signature(dbias),
+            _signature(workspace),
+        )
+    except AttributeError:  # not a tensor: the checks raise the TypeError
+        key = None
+    return _cached_plan(
+        _BACKWARD_PLANS,
+        key,
+        (x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace),
+        _checks.check_backward_args,
+        _make_backward_plan,
+    )
+
+
+def _check_launch(plan: Plan, pointers: list) -> None:
+    """The checks that read data pointers, then the device's support: each raises
+    before any launch."""
+    # A missing tensor's pointer is 0, which meets every rule.
+    _checks.check_alignment(zip(plan.names, pointers, plan.aligns))
+    if plan.outputs:  # outputs allocated here are fresh: they overlap nothing
+        _checks.check_no_overlap(
+            [(name, pointers[i], size) for name, i, size in plan.outputs],
+            [(name, pointers[i], size) for name, i, size in plan.inputs],
+        )
+    if plan.problem is not None:
+        raise RuntimeError(plan.problem)
+
+
+def _increment_version_list(tensors: list) -> None:
+    """torch._C._increment_version on a list (one call; torch >= 2.6 takes lists)."""
+    torch._C._increment_version(tensors)
+
+
+def _increment_version_each(tensors: list) -> None:
+    """torch.autograd.graph.increment_version, one tensor at a time (older torch)."""
+    for tensor in tensors:
+        torch.autograd.graph.increment_version(tensor)
+
+
+# _increment_versions(outputs) bumps the version counters of the outputs a caller
+# gave, as an in-place aten op does, so that autograd sees that they changed (through
+# the custom ops the dispatcher bumps them too; a second bump is harmless). One call
+# for the list where torch takes one (4 bumps cost 2 us one at a time).
+try:
+    torch._C._increment_version([])
+    _increment_versions = _increment_version_list
+except TypeError:
+    _increment_versions = _increment_version_each
+
+
+def run_forward(plan: Plan, x, weight, cu_seqlens, bias, out, workspace) -> torch.Tensor:
+    """Checks the pointers, allocates ``out`` when None, launches; returns out."""
+    tensors = (x, weight, cu_seqlens, bias, out, workspace)
+    pointers = [0 if t is None else t.data_ptr() for t in tensors]
+    _check_launch(plan, pointers)
+    if out is None:
+        out = torch.empty_like(x)
     else:
-        _checks.check_workspace_size("workspace", workspace, need, channels)
-    extension.backward(
-        x.data_ptr(),
-        weight.data_ptr(),
-        cu_seqlens.data_ptr(),
-        _ptr(bias),
-        dy.data_ptr(),
+        _increment_versions([out])
+    plan.extension.forward(
+        pointers[0],
+        pointers[1],
+        pointers[2],
+        pointers[3],
+        out.data_ptr(),
+        plan.tokens,
+        plan.channels,
+        plan.num_docs,
+        plan.weight_dtype,
+        plan.bias_dtype,
+        plan.index,
+        plan.stream(),
+    )
+    return out
+
+
+def run_backward(
+    plan: Plan, x, weight, cu_seqlens, bias, dy, policy, dx, dweight, dbias, workspace
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Checks the pointers and the workspace size, allocates the outputs that are None
+    (dbias only with bias; a workspace per call, from PyTorch's caching allocator),
+    launches; returns (dx, dweight, dbias)."""
+    tensors = (x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace)
+    pointers = [0 if t is None else t.data_ptr() for t in tensors]
+    _check_launch(plan, pointers)
+    if plan.workspace_problem is not None:
+        raise ValueError(plan.workspace_problem)
+    given = [t for t in tensors[5:] if t is not None]
+    if given:
+        _increment_versions(given)
+    if dx is None:
+        dx = torch.empty_like(x)
+    if dweight is None:
+        dweight = torch.empty_like(weight)
+    if dbias is None and bias is not None:
+        dbias = torch.empty_like(bias)
+    if workspace is None:
+        workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=x.device)
+    plan.extension.backward(
+        pointers[0],
+        pointers[1],
+        pointers[2],
+        pointers[3],
+        pointers[4],
         dx.data_ptr(),
         dweight.data_ptr(),
-        _ptr(dbias),
+        0 if dbias is None else dbias.data_ptr(),
         workspace.data_ptr(),
-        x.numel() // channels,
-        channels,
-        cu_seqlens.numel() - 1,
-        _DTYPE_NAMES[weight.dtype],
-        _dtype_name(bias),
+        plan.tokens,
+        plan.channels,
+        plan.num_docs,
+        plan.weight_dtype,
+        plan.bias_dtype,
         policy,
-        index,
-        _stream(index),
+        plan.index,
+        plan.stream(),
     )
+    return dx, dweight, dbias
 
 
 # The ops register one implementation for every device type: a tensor on an
-# unsupported device then reaches require_supported() and gets Cake's own error
+# unsupported device then reaches the launch's device check and gets Cake's own error
 # instead of the dispatcher's "no kernel for CPU". Their schemas are inferred from
 # the annotations, written with Optional (and without postponed evaluation) as
 # every torch >= 2.4 reads them.
@@ -212,9 +435,8 @@ def _launch_backward(x, weight, cu_seqlens, bias, dy, policy, workspace, dx, dwe
 def causal_conv1d_fwd(
     x: torch.Tensor, weight: torch.Tensor, cu_seqlens: torch.Tensor, bias: Optional[torch.Tensor]
 ) -> torch.Tensor:
-    out = torch.empty_like(x)
-    _launch_forward(x, weight, cu_seqlens, bias, out)
-    return out
+    plan = forward_plan(x, weight, cu_seqlens, bias, None, None)
+    return run_forward(plan, x, weight, cu_seqlens, bias, None, None)
 
 
 @causal_conv1d_fwd.register_fake
@@ -234,7 +456,8 @@ def causal_conv1d_fwd_out(
     """Writes y into ``out``. ``workspace`` is the caller's forward workspace: unused
     by the kernels (docs/python-api.md), but passed so that it is checked, at launch,
     like every output."""
-    _launch_forward(x, weight, cu_seqlens, bias, out, workspace)
+    plan = forward_plan(x, weight, cu_seqlens, bias, out, workspace)
+    run_forward(plan, x, weight, cu_seqlens, bias, out, workspace)
 
 
 @causal_conv1d_fwd_out.register_fake
@@ -253,10 +476,9 @@ def causal_conv1d_bwd(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Returns (dx, dweight, dbias); dbias is an empty tensor when bias is None
     (a custom op cannot return None)."""
-    dx, dweight = torch.empty_like(x), torch.empty_like(weight)
-    dbias = torch.empty_like(bias) if bias is not None else None
-    _launch_backward(
-        x, weight, cu_seqlens, bias, dy, silu_grad_preactivation, None, dx, dweight, dbias
+    plan = backward_plan(x, weight, cu_seqlens, bias, dy, None, None, None, None)
+    dx, dweight, dbias = run_backward(
+        plan, x, weight, cu_seqlens, bias, dy, silu_grad_preactivation, None, None, None, None
     )
     return dx, dweight, dbias if dbias is not None else weight.new_empty(0)
 
@@ -282,8 +504,19 @@ def causal_conv1d_bwd_out(
     dweight: torch.Tensor,
     dbias: Optional[torch.Tensor],
 ) -> None:
-    _launch_backward(
-        x, weight, cu_seqlens, bias, dy, silu_grad_preactivation, workspace, dx, dweight, dbias
+    plan = backward_plan(x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace)
+    run_backward(
+        plan,
+        x,
+        weight,
+        cu_seqlens,
+        bias,
+        dy,
+        silu_grad_preactivation,
+        dx,
+        dweight,
+        dbias,
+        workspace,
     )
 
 

@@ -6,9 +6,13 @@ where it is silent: docs/python-api.md). Everything runs on the current CUDA str
 never reads ``cu_seqlens`` on the host, never synchronizes, and can be captured in a
 CUDA graph or compiled with ``torch.compile(fullgraph=True)``.
 
-The functions here check their arguments (metadata only, so torch.compile traces the
-checks into guards) and call the ``cake::`` custom ops of ``_ops``: the functional ops
-when the caller passes no buffers, the ``_out`` ops when it passes any.
+In eager mode the functions here take a launch plan from ``_ops`` (cached per tensor
+signature; the metadata checks run on each miss) and launch directly: the custom-op
+dispatch costs more host time than all the rest (docs/host-overhead.md). Under
+torch.compile (and other tracing), they check their arguments (metadata only, so
+torch.compile traces the checks into guards) and call the ``cake::`` custom ops of
+``_ops``: the functional ops when the caller passes no buffers, the ``_out`` ops when
+it passes any. Both routes launch through ``_ops.run_forward``/``run_backward``.
 """
 
 from __future__ import annotations
@@ -90,14 +94,12 @@ def cake_causal_conv1d_train_forward(
     no other tensor); the forward does not use it. Neither may overlap an input or
     the other (ValueError, at launch).
     """
-    _checks.check_inputs(x, weight, cu_seqlens, bias)
-    if out is not None:
-        _checks.check_like("out", out, x, torch.bfloat16)
-    if workspace is not None:
-        _checks.check_workspace("workspace", workspace, (torch.int32,))
-    _checks.check_same_device(
-        x, weight=weight, cu_seqlens=cu_seqlens, bias=bias, out=out, workspace=workspace
-    )
+    if _ops.eager():
+        plan = _ops.forward_plan(x, weight, cu_seqlens, bias, out, workspace)
+        if _ops.launches_directly(plan):
+            return _ops.run_forward(plan, x, weight, cu_seqlens, bias, out, workspace)
+    else:
+        _checks.check_forward_args(x, weight, cu_seqlens, bias, out, workspace)
     if out is None and workspace is None:
         return torch.ops.cake.causal_conv1d_fwd(x, weight, cu_seqlens, bias)
     out = torch.empty_like(x) if out is None else out
@@ -129,29 +131,15 @@ def cake_causal_conv1d_train_backward(
     input or each other (ValueError, at launch).
     """
     _checks.check_policy(silu_grad_preactivation)
-    _checks.check_inputs(x, weight, cu_seqlens, bias)
-    _checks.check_like("dy", dy, x, torch.bfloat16)
-    if dx is not None:
-        _checks.check_like("dx", dx, x, torch.bfloat16)
-    if dweight is not None:
-        _checks.check_like("dweight", dweight, weight, weight.dtype)
-    if dbias is not None:
-        if bias is None:
-            raise ValueError("cake: dbias must be None when bias is None; got a tensor")
-        _checks.check_like("dbias", dbias, bias, bias.dtype)
-    if workspace is not None:
-        _checks.check_workspace("workspace", workspace, None)
-    _checks.check_same_device(
-        x,
-        weight=weight,
-        cu_seqlens=cu_seqlens,
-        bias=bias,
-        dy=dy,
-        workspace=workspace,
-        dx=dx,
-        dweight=dweight,
-        dbias=dbias,
-    )
+    if _ops.eager():
+        plan = _ops.backward_plan(x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace)
+        if _ops.launches_directly(plan):
+            return _ops.run_backward(
+                plan, x, weight, cu_seqlens, bias, dy, silu_grad_preactivation,
+                dx, dweight, dbias, workspace,
+            )  # fmt: skip
+    else:
+        _checks.check_backward_args(x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace)
     if dx is None and dweight is None and dbias is None and workspace is None:
         dx, dweight, dbias = torch.ops.cake.causal_conv1d_bwd(
             x, weight, cu_seqlens, bias, dy, silu_grad_preactivation

@@ -4,6 +4,7 @@ and the plot of a saved record, and the parsing of Nsight Compute's CSV. The
 records here are made up for the test; no measured number comes from them."""
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -127,3 +128,23 @@ def test_bench_cpu_formula_agrees_with_the_host_kernels():
     bench_cpu = load("bench_cpu")
     row = bench_cpu.bench_shape(300, 16, 5, reps=1)
     assert row["S"] == 300 and row["fwd_speedup"] > 0 and row["cake_fwd_bwd_ms"] > 0
+
+
+def test_host_overhead_runs_with_mock_launches(tmp_path, monkeypatch):
+    # --mock-launch replaces cake._C's launches for the whole process: the module's
+    # state (and empty plan caches, which would keep the stand-in) is restored after.
+    from cake import _ops
+
+    for name in ("_load_extension", "_target"):
+        monkeypatch.setattr(_ops, name, getattr(_ops, name))
+    for name in ("_FORWARD_PLANS", "_BACKWARD_PLANS"):
+        monkeypatch.setattr(_ops, name, {})
+    host = load("bench_host_overhead")
+    out = tmp_path / "host.json"
+    argv = ["bench", "--mock-launch", "--S", "64", "--C", "16", "--warmup", "2", "--calls", "3"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--repeats", "1", "--json", str(out)])
+    assert host.main() == 0
+    record = json.loads(out.read_text())
+    assert "CPU-side estimate" in record["meta"]["gpu"]
+    assert set(record["targets"]) == set(host.TARGETS) <= set(record["results"])
+    assert all(r["host_us"] > 0 for r in record["results"].values())

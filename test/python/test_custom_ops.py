@@ -118,3 +118,25 @@ def test_compile_fullgraph_traces_the_out_variants():
     workspace = torch.empty(1024, dtype=torch.uint8, device="meta")
     dx, dweight, dbias = step(*a.values(), *buffers, workspace)
     assert (dx.shape, dweight.shape, dbias.shape) == ((16, 8), (8, 4), (8,))
+
+
+def test_compile_dynamic_autograd_compiles_once_for_every_S():
+    # dynamic=True: a new S (and document count) runs the same graph, forward and
+    # backward, with no graph break.
+    import torch._dynamo.testing
+
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+
+    @torch.compile(fullgraph=True, dynamic=True, backend=counter)
+    def step(x, weight, cu_seqlens, bias):
+        return cake.cake_causal_conv1d(x, weight, cu_seqlens, bias)
+
+    for S, docs in ((16, 2), (40, 5), (1000, 9)):
+        a = meta_inputs(S=S)
+        cu_seqlens = torch.empty(docs + 1, dtype=torch.int32, device="meta")
+        x, weight, bias = (a[k].requires_grad_() for k in ("x", "weight", "bias"))
+        y = step(x, weight, cu_seqlens, bias)
+        y.backward(torch.empty_like(y))
+        assert x.grad.shape == (S, 8) and weight.grad.shape == (8, 4)
+    assert counter.frame_count == 1

@@ -134,6 +134,24 @@ def test_cuda_graph_replay_matches_eager():
     assert_outputs(fresh, **dict(zip(NAMES, captured, strict=True)))
 
 
+def test_direct_launch_matches_the_custom_ops():
+    # Eager calls launch directly (docs/host-overhead.md); torch.compile goes through
+    # the cake:: ops. Both must give the same bits.
+    case = make_case(random_lengths(3000, 9, seed=70), 256, bias_dtype=torch.bfloat16, seed=71)
+    inputs = (case.x, case.weight, case.cu_seqlens)
+    direct = (
+        cake.cake_causal_conv1d_train_forward(*inputs, bias=case.bias),
+        *cake.cake_causal_conv1d_train_backward(*inputs, case.dy, bias=case.bias),
+    )
+    through_ops = (
+        torch.ops.cake.causal_conv1d_fwd(*inputs, case.bias),
+        *torch.ops.cake.causal_conv1d_bwd(*inputs, case.bias, case.dy, "bf16"),
+    )
+    for name, a, b in zip(NAMES, direct, through_ops, strict=True):
+        assert_bitwise_equal(name, a, b)
+    assert_outputs(case, **dict(zip(NAMES, direct, strict=True)))
+
+
 @pytest.mark.parametrize("policy", ["bf16", "fp32"])
 def test_torch_compile_fullgraph_matches_eager(policy):
     case = make_case(random_lengths(5000, 12, seed=38), 256, policy=policy, seed=39, batch_dim=True)
