@@ -22,6 +22,7 @@
 #include <sstream>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <stdexcept>
 #include <unordered_map>
@@ -153,6 +154,18 @@ static KernelInfo parseKernel(const std::vector<std::string_view> &tokens,
     else
       kernel.params.push_back({name, KernelInfo::Param::Kind::Memref,
                                parser.parseInt(kind, "params", 0)});
+  }
+  for (std::string_view entry : split(parser.take("align"), ",")) {
+    size_t colon = entry.find(':');
+    std::string name(entry.substr(0, std::min(colon, entry.size())));
+    auto param = std::find_if(
+        kernel.params.begin(), kernel.params.end(), [&](const auto &p) {
+          return p.name == name && p.kind == KernelInfo::Param::Kind::Memref;
+        });
+    if (colon == std::string_view::npos || param == kernel.params.end())
+      throw parser.error("expected memref:bytes in align, got '" +
+                         std::string(entry) + "'");
+    param->align = parser.parseInt(entry.substr(colon + 1), "align", 1);
   }
   parser.checkAllTaken();
 
@@ -290,6 +303,48 @@ const KernelInfo &cake::runtime::successorOf(const KernelInfo &kernel) {
       return other;
   throw std::runtime_error("cake: no kernel in the manifest waits for " +
                            kernel.name);
+}
+
+const LaunchContract &cake::runtime::getLaunchContract() {
+  static const LaunchContract contract = [] {
+    const std::vector<KernelInfo> &kernels = getKernels();
+    LaunchContract result{kernels.front().width, 1};
+    for (const KernelInfo &kernel : kernels) {
+      if (kernel.width != result.width)
+        throw std::runtime_error("cake: kernel manifest: " + kernel.name +
+                                 " has width " + std::to_string(kernel.width) +
+                                 ", others " + std::to_string(result.width));
+      result.channelMultiple =
+          std::lcm(result.channelMultiple, kernel.vectorChannels);
+    }
+    return result;
+  }();
+  return contract;
+}
+
+std::vector<std::pair<std::string, int64_t>>
+cake::runtime::launchAlignments(KernelInfo::Target target, std::string_view op,
+                                std::string_view weight, std::string_view bias,
+                                std::string_view policy) {
+  const KernelInfo &first = selectKernel(target, op, weight, bias, policy,
+                                         getLaunchContract().channelMultiple);
+  std::vector<const KernelInfo *> kernels = {&first};
+  if (op == "bwd")
+    kernels.push_back(&successorOf(first));
+  std::vector<std::pair<std::string, int64_t>> result;
+  for (const KernelInfo *kernel : kernels) {
+    for (const KernelInfo::Param &param : kernel->params) {
+      if (param.kind != KernelInfo::Param::Kind::Memref)
+        continue;
+      auto known = std::find_if(result.begin(), result.end(),
+                                [&](const auto &r) { return r.first == param.name; });
+      if (known == result.end())
+        result.emplace_back(param.name, param.align);
+      else
+        known->second = std::max(known->second, param.align);
+    }
+  }
+  return result;
 }
 
 int64_t cake::runtime::backwardWorkspaceBytes(int64_t C, int device) {

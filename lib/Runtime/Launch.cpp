@@ -24,9 +24,6 @@
 using namespace cake::runtime;
 using namespace cake::runtime::detail;
 
-/// The convolution width of the API: weight is [C, 4].
-static constexpr int64_t kWidth = 4;
-
 static int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 //===----------------------------------------------------------------------===//
@@ -259,15 +256,6 @@ static void checkSizes(int64_t S, int64_t C, int64_t numDocs) {
                              " num_docs=" + std::to_string(numDocs));
 }
 
-/// Returns `kernel` after checking that its width is the API's.
-static const KernelInfo &checkWidth(const KernelInfo &kernel) {
-  if (kernel.width != kWidth)
-    throw std::runtime_error("cake: kernel " + kernel.name + " has width " +
-                             std::to_string(kernel.width) + ", expected " +
-                             std::to_string(kWidth));
-  return kernel;
-}
-
 //===----------------------------------------------------------------------===//
 // Grid shape
 //===----------------------------------------------------------------------===//
@@ -331,16 +319,16 @@ void cake::runtime::forward(const ForwardArgs &args) {
   checkSizes(args.S, args.C, args.numDocs);
   checkOneOf("weight_dtype", args.weightDtype, {"f32", "bf16"});
   checkOneOf("bias_dtype", args.biasDtype, {"none", "f32", "bf16"});
-  const KernelInfo &kernel = checkWidth(selectKernel(
-      target, "fwd", args.weightDtype, args.biasDtype, "none", args.C));
+  const KernelInfo &kernel = selectKernel(
+      target, "fwd", args.weightDtype, args.biasDtype, "none", args.C);
   if (args.S == 0)
     return;
 
-  int64_t S = args.S, C = args.C;
+  int64_t S = args.S, C = args.C, width = kernel.width;
   int64_t parts = partsFor(kernel, S, C, args.device);
   std::vector<Memref> memrefs = {
       {"x", args.x, {S, C}},
-      {"weight", args.weight, {C, kWidth}},
+      {"weight", args.weight, {C, width}},
       {"cu_seqlens", args.cuSeqlens, {args.numDocs + 1}},
       {"y", args.y, {S, C}}};
   if (args.biasDtype != "none")
@@ -362,25 +350,25 @@ void cake::runtime::backward(const BackwardArgs &args) {
   checkOneOf("weight_dtype", args.weightDtype, {"f32", "bf16"});
   checkOneOf("bias_dtype", args.biasDtype, {"none", "f32", "bf16"});
   checkOneOf("policy", args.policy, {"bf16", "fp32"});
-  const KernelInfo &bwd = checkWidth(selectKernel(
-      target, "bwd", args.weightDtype, args.biasDtype, args.policy, args.C));
-  const KernelInfo &reduce = checkWidth(successorOf(bwd));
+  const KernelInfo &bwd = selectKernel(
+      target, "bwd", args.weightDtype, args.biasDtype, args.policy, args.C);
+  const KernelInfo &reduce = successorOf(bwd);
 
-  int64_t S = args.S, C = args.C;
+  int64_t S = args.S, C = args.C, width = bwd.width;
   bool hasBias = args.biasDtype != "none";
   int64_t parts = S == 0 ? 0 : partsFor(bwd, S, C, args.device);
-  int64_t columns = kWidth * C + (hasBias ? C : 0);
-  Memref partials = {"partials", args.workspace, {parts, (kWidth + 1) * C}};
+  int64_t columns = width * C + (hasBias ? C : 0);
+  Memref partials = {"partials", args.workspace, {parts, (width + 1) * C}};
 
   std::vector<Memref> bwdMemrefs = {
       {"x", args.x, {S, C}},
-      {"weight", args.weight, {C, kWidth}},
+      {"weight", args.weight, {C, width}},
       {"cu_seqlens", args.cuSeqlens, {args.numDocs + 1}},
       {"dy", args.dy, {S, C}},
       {"dx", args.dx, {S, C}},
       partials};
   std::vector<Memref> reduceMemrefs = {partials,
-                                       {"dweight", args.dweight, {C, kWidth}}};
+                                       {"dweight", args.dweight, {C, width}}};
   if (hasBias) {
     bwdMemrefs.push_back({"bias", args.bias, {C}});
     reduceMemrefs.push_back({"dbias", args.dbias, {C}});

@@ -18,6 +18,8 @@ so none synchronizes.
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -28,10 +30,33 @@ try:
 except ImportError:  # torch runs without numpy; then no value is a numpy integer
     numpy = None
 
-#: Taps of the convolution; the kernels implement this width only.
-WIDTH = 4
-#: The kernels move 8 bf16 channels (16 bytes) per vector access.
-CHANNEL_MULTIPLE = 8
+
+@functools.cache
+def _launch_contract() -> dict:
+    """What every call must respect, read off the kernels' manifest by the extension
+    (docs/kernel-abi.md): the convolution width and the multiple C must be of."""
+    try:
+        extension = importlib.import_module("cake._C")
+    except ImportError as error:
+        raise RuntimeError(
+            f"cake: the compiled extension cake._C is missing or failed to load ({error})"
+        ) from error
+    return extension.launch_contract()
+
+
+# Constants to torch.compile, which cannot trace into the extension: fixed per build.
+@torch.compiler.assume_constant_result
+def width() -> int:
+    """Taps of the convolution; the kernels implement this width only."""
+    return _launch_contract()["width"]
+
+
+@torch.compiler.assume_constant_result
+def channel_multiple() -> int:
+    """The multiple C must be of: every kernel's channels per vector access divide it."""
+    return _launch_contract()["channel_multiple"]
+
+
 #: Values of ``silu_grad_preactivation``.
 POLICIES = ("bf16", "fp32")
 #: Dtypes allowed for ``weight`` and ``bias``.
@@ -74,10 +99,11 @@ def check_x(x: object) -> int:
     if not (x.dim() == 2 or (x.dim() == 3 and x.shape[0] == 1)):
         raise ValueError(f"cake: x must have shape [S, C] or [1, S, C]; got {list(x.shape)}")
     channels = x.shape[-1]
-    if channels == 0 or channels % CHANNEL_MULTIPLE != 0:
+    multiple = channel_multiple()
+    if channels == 0 or channels % multiple != 0:
         raise ValueError(
             f"cake: x must have a channel count C (last dimension) that is a positive "
-            f"multiple of {CHANNEL_MULTIPLE}; got C = {channels}"
+            f"multiple of {multiple}; got C = {channels}"
         )
     check_contiguous("x", x)
     return channels
@@ -85,18 +111,19 @@ def check_x(x: object) -> int:
 
 def check_weight(weight: object, channels: int) -> None:
     check_tensor("weight", weight, PARAM_DTYPES)
+    taps = width()
     if weight.dim() != 2:
         raise ValueError(
-            f"cake: weight must have shape [C, {WIDTH}] = [{channels}, {WIDTH}]; "
+            f"cake: weight must have shape [C, {taps}] = [{channels}, {taps}]; "
             f"got {list(weight.shape)}"
         )
     # Named separately: another width is a supported op elsewhere, not a typo.
-    if weight.shape[1] != WIDTH:
+    if weight.shape[1] != taps:
         raise ValueError(
-            f"cake: weight must have width {WIDTH} (shape [C, {WIDTH}]); "
+            f"cake: weight must have width {taps} (shape [C, {taps}]); "
             f"got width {weight.shape[1]} (shape {list(weight.shape)})"
         )
-    check_shape("weight", weight, (channels, WIDTH))
+    check_shape("weight", weight, (channels, taps))
     check_contiguous("weight", weight)
 
 
@@ -252,8 +279,9 @@ def check_sizes(S: object, C: object) -> None:
             raise TypeError(f"cake: {name} must be an int; got {type(value).__name__}")
     if S < 0:
         raise ValueError(f"cake: S must be >= 0; got {S}")
-    if C <= 0 or C % CHANNEL_MULTIPLE != 0:
-        raise ValueError(f"cake: C must be a positive multiple of {CHANNEL_MULTIPLE}; got {C}")
+    multiple = channel_multiple()
+    if C <= 0 or C % multiple != 0:
+        raise ValueError(f"cake: C must be a positive multiple of {multiple}; got {C}")
 
 
 def concrete_int(value: int) -> int:

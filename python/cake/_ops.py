@@ -223,11 +223,28 @@ def _new_plan(tensors: tuple, names: tuple, aligns: tuple, output_names: frozens
     return plan
 
 
-def _weight_align(dtype: torch.dtype) -> int:
-    """docs/kernel-abi.md: fp32 weights (and dweights) 16 bytes, bf16 8 bytes. dweight
-    and dbias follow their parameter's rule: the reduce kernel stores them with the
-    same vector width as the forward loads the parameters."""
-    return 16 if dtype == torch.float32 else 8
+#: The kernels' names of the API's buffers (docs/kernel-abi.md).
+_KERNEL_NAMES = {"out": "y", "workspace": "partials"}
+
+
+def _alignments(device: torch.device, op: str, weight, bias, names: tuple) -> tuple:
+    """The bytes each of ``names`` (the API's) must be aligned to for the kernels of
+    ``op`` ("fwd", or "bwd" with its reduce, under either policy) on ``device``'s
+    target, as the manifest says (cake._C.alignments); 1 for a buffer no kernel
+    reads, and for all when no kernel can run there (the device check then raises)."""
+    extension, _ = _load_extension()
+    if extension is None or device_type_problem(device) is not None:
+        return (1,) * len(names)
+    target = "host" if device.type == "cpu" else "gpu"
+    weight_dtype = _DTYPE_NAMES[weight.dtype]
+    bias_dtype = "none" if bias is None else _DTYPE_NAMES[bias.dtype]
+    tables = [
+        extension.alignments(target, op, weight_dtype, bias_dtype, policy)
+        for policy in (("none",) if op == "fwd" else _checks.POLICIES)
+    ]
+    return tuple(
+        max(table.get(_KERNEL_NAMES.get(name, name), 1) for table in tables) for name in names
+    )
 
 
 _FORWARD_NAMES = ("x", "weight", "cu_seqlens", "bias", "out", "workspace")
@@ -238,8 +255,7 @@ _FORWARD_PLANS: dict = {}
 
 def _make_forward_plan(x, weight, cu_seqlens, bias, out, workspace) -> Plan:
     tensors = (x, weight, cu_seqlens, bias, out, workspace)
-    # The workspace has no alignment rule (1): it is never read.
-    aligns = (16, _weight_align(weight.dtype), 4, 16, 16, 1)
+    aligns = _alignments(x.device, "fwd", weight, bias, _FORWARD_NAMES)
     return _new_plan(tensors, _FORWARD_NAMES, aligns, _FORWARD_OUTPUTS)
 
 
@@ -274,8 +290,7 @@ _BACKWARD_PLANS: dict = {}
 
 def _make_backward_plan(x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace) -> Plan:
     tensors = (x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace)
-    weight_align = _weight_align(weight.dtype)
-    aligns = (16, weight_align, 4, 16, 16, 16, weight_align, 16, 16)
+    aligns = _alignments(x.device, "bwd", weight, bias, _BACKWARD_NAMES)
     plan = _new_plan(tensors, _BACKWARD_NAMES, aligns, _BACKWARD_OUTPUTS)
     if plan.problem is None:
         plan.workspace_bytes = plan.extension.backward_workspace_bytes(plan.channels, plan.index)

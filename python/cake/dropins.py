@@ -103,10 +103,10 @@ def _check_token_count(name: str, tokens: int) -> None:
 
 
 def _check_channels(name: str, channels: int, where: str) -> None:
-    if channels == 0 or channels % _checks.CHANNEL_MULTIPLE != 0:
+    if channels == 0 or channels % _checks.channel_multiple() != 0:
         raise ValueError(
             f"cake: {name} must have a channel count D ({where}) that is a positive "
-            f"multiple of {_checks.CHANNEL_MULTIPLE}; got D = {channels}"
+            f"multiple of {_checks.channel_multiple()}; got D = {channels}"
         )
 
 
@@ -230,15 +230,15 @@ class ShortConvolution(nn.Conv1d):
         **kwargs,
     ) -> None:
         _check_activation(activation)
-        if kernel_size != _checks.WIDTH:
+        if kernel_size != _checks.width():
             raise ValueError(
-                f"cake: kernel_size must be {_checks.WIDTH} (Cake's kernels implement "
-                f"width {_checks.WIDTH} only); got {kernel_size}"
+                f"cake: kernel_size must be {_checks.width()} (Cake's kernels implement "
+                f"width {_checks.width()} only); got {kernel_size}"
             )
-        if hidden_size <= 0 or hidden_size % _checks.CHANNEL_MULTIPLE != 0:
+        if hidden_size <= 0 or hidden_size % _checks.channel_multiple() != 0:
             raise ValueError(
                 f"cake: hidden_size must be a positive multiple of "
-                f"{_checks.CHANNEL_MULTIPLE}; got {hidden_size}"
+                f"{_checks.channel_multiple()}; got {hidden_size}"
             )
         super().__init__(
             in_channels=hidden_size,
@@ -308,7 +308,7 @@ class ShortConvolution(nn.Conv1d):
             # FLA takes int64 too: converted on the device, nothing read.
             cu_seqlens = cu_seqlens.to(torch.int32)
         # nn.Conv1d's [D, 1, 4] weight is a packed [D, 4] one: a view, grads flow back.
-        weight = self.weight.view(channels, _checks.WIDTH)
+        weight = self.weight.view(channels, _checks.width())
         rows = x.reshape(batch * seqlen, channels).contiguous()
         y = cake_causal_conv1d(rows, weight, cu_seqlens, self.bias).view(batch, seqlen, channels)
         if residual is not None:

@@ -43,6 +43,11 @@ static py::list getKernelDicts() {
     entry["vector_channels"] = kernel.vectorChannels;
     entry["width"] = kernel.width;
     entry["waits_for"] = kernel.waitsFor.empty() ? "none" : kernel.waitsFor;
+    py::dict align;
+    for (const KernelInfo::Param &param : kernel.params)
+      if (param.kind == KernelInfo::Param::Kind::Memref)
+        align[py::str(param.name)] = param.align;
+    entry["align"] = align;
     entry["params"] = params;
     result.append(entry);
   }
@@ -163,4 +168,35 @@ PYBIND11_MODULE(_C, m) {
         "The partial rows a backward over S tokens sums the weight gradient "
         "in: part r covers the tokens [r * S / R, (r + 1) * S / R).");
   m.def("kernels", &getKernelDicts, "The kernel manifest's entries, as dicts.");
+  m.def(
+      "launch_contract",
+      [] {
+        const LaunchContract &contract = getLaunchContract();
+        py::dict result;
+        result["width"] = contract.width;
+        result["channel_multiple"] = contract.channelMultiple;
+        return result;
+      },
+      "What every call must respect, from the manifest: the weight's width "
+      "and the multiple C must be of.");
+  m.def(
+      "alignments",
+      [](const std::string &target, const std::string &op,
+         const std::string &weight, const std::string &bias,
+         const std::string &policy) {
+        if (target != "gpu" && target != "host")
+          throw std::invalid_argument("target must be 'gpu' or 'host'");
+        py::dict result;
+        for (const auto &[name, bytes] : launchAlignments(
+                 target == "gpu" ? KernelInfo::Target::Gpu
+                                 : KernelInfo::Target::Host,
+                 op, weight, bias, policy))
+          result[py::str(name)] = bytes;
+        return result;
+      },
+      py::arg("target"), py::arg("op"), py::arg("weight_dtype"),
+      py::arg("bias_dtype"), py::arg("policy"),
+      "The bytes each memref parameter's address must be a multiple of, for "
+      "the kernels a call of op ('fwd', or 'bwd' with its reduce) runs on "
+      "target ('gpu' or 'host'), from the manifest.");
 }

@@ -15,6 +15,7 @@
 #include "cake/Conversion/Passes.h"
 #include "cake/Dialect/Cake/IR/CakeOps.h"
 #include "cake/Dialect/Cake/Pipelines/Pipelines.h"
+#include "cake/Dialect/Cake/Transforms/Passes.h"
 #include "cake/InitAll.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -64,15 +65,19 @@ static llvm::cl::opt<bool>
 namespace {
 constexpr int64_t kWidth = 4; // the width the PyTorch API serves
 
-/// What a kernel computes, as the runtime selects it.
+/// What a function of the library computes, as the runtime selects it; its
+/// second kernel, which waits for the first, is its reduction.
 struct Route {
-  std::string op; // fwd, bwd or reduce
-  std::string weight, bias, policy, acc;
+  std::string op; // fwd or bwd
+  std::string weight, bias, policy;
 };
 
 /// What launching a kernel needs, read off the kernel.
 struct KernelRecord {
   std::string params; ///< `name:rank` or `name:index`, in order.
+  std::string align;  ///< `name:bytes` of each memref parameter.
+  std::string acc;    ///< The partial rows' element type; "none" without.
+  int64_t width;      ///< The weight's taps.
   int64_t block;
   int64_t vectorChannels;
   std::string waitsFor; ///< "none" for a kernel that waits for none.
@@ -99,7 +104,7 @@ public:
                         args.back(), kWidth, Activation::silu,
                         /*tiling=*/nullptr);
     func::ReturnOp::create(b, b.getUnknownLoc());
-    routes[name] = {"fwd", weight.str(), bias.str(), "none", "none"};
+    routes[name] = {"fwd", weight.str(), bias.str(), "none"};
   }
 
   void addBackward(StringRef weight, StringRef bias, StringRef policy,
@@ -107,7 +112,7 @@ public:
     std::string name =
         ("cake_bwd_w" + weight + "_b" + bias + "_p" + policy).str();
     bool hasBias = bias != "none";
-    StringRef acc = policy == "bf16" ? "f32" : "f64";
+    SiluGrad siluGrad = policy == "bf16" ? SiluGrad::bf16 : SiluGrad::fp32;
     // Parameter order: the backward kernel's, then what only the reduction
     // writes (docs/kernel-abi.md).
     SmallVector<std::pair<StringRef, Type>> params = {
@@ -118,7 +123,7 @@ public:
                    {"dx", tokens()},
                    {"partials",
                     MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
-                                    elementType(acc))},
+                                    partialsElementType(&context, siluGrad))},
                    {"dweight", weightType(weight)}});
     if (hasBias)
       params.push_back({"dbias", vectorType(bias)});
@@ -133,12 +138,9 @@ public:
         b, b.getUnknownLoc(), arg("x"), arg("weight"), arg("cu_seqlens"),
         arg("dy"), arg("bias"), arg("dx"), arg("dweight"), arg("dbias"),
         arg("partials"), kWidth, Activation::silu,
-        policy == "bf16" ? SiluGrad::bf16 : SiluGrad::fp32, tiling);
+        siluGrad, tiling);
     func::ReturnOp::create(b, b.getUnknownLoc());
-    routes[name] = {"bwd", weight.str(), bias.str(), policy.str(), acc.str()};
-    // The second kernel of a function is <name>_1, and waits for the first.
-    routes[name + "_1"] = {"reduce", weight.str(), bias.str(), "none",
-                           acc.str()};
+    routes[name] = {"bwd", weight.str(), bias.str(), policy.str()};
   }
 
   LogicalResult build(const CakeToPTXOptions &options,
@@ -198,14 +200,17 @@ public:
     for (auto [target, kernels] :
          {std::pair{"gpu", &gpuKernels}, std::pair{"host", &hostKernels}}) {
       for (const auto &[name, kernel] : *kernels) {
-        const Route &route = routes.at(name);
-        os << "kernel " << name << " target=" << target << " op=" << route.op
+        bool reduce = kernel.waitsFor != "none";
+        const Route &route = routes.at(reduce ? kernel.waitsFor : name);
+        os << "kernel " << name << " target=" << target
+           << " op=" << (reduce ? "reduce" : route.op)
            << " weight=" << route.weight << " bias=" << route.bias
-           << " policy=" << route.policy << " acc=" << route.acc
-           << " block=" << kernel.block
+           << " policy=" << (reduce ? "none" : route.policy)
+           << " acc=" << kernel.acc << " block=" << kernel.block
            << " vector_channels=" << kernel.vectorChannels
-           << " width=" << kWidth << " waits_for=" << kernel.waitsFor
-           << " params=" << kernel.params << "\n";
+           << " width=" << kernel.width << " waits_for=" << kernel.waitsFor
+           << " params=" << kernel.params << " align=" << kernel.align
+           << "\n";
       }
     }
     return writeFile("cake_kernels.manifest", manifest);
@@ -213,9 +218,7 @@ public:
 
 private:
   Type elementType(StringRef dtype) {
-    if (dtype == "bf16")
-      return b.getBF16Type();
-    return dtype == "f64" ? b.getF64Type() : b.getF32Type();
+    return dtype == "bf16" ? Type(b.getBF16Type()) : Type(b.getF32Type());
   }
   MemRefType tokens() {
     return MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
@@ -251,18 +254,25 @@ private:
   /// What launching `kernel` needs: its parameters (names from
   /// `cake.param`), its tiling's vector and the kernel it waits for.
   KernelRecord record(FunctionOpInterface kernel, int64_t block) {
-    KernelRecord result{"", block, 1, "none"};
-    llvm::raw_string_ostream os(result.params);
+    KernelRecord result{"", "", "none", 0, block, 1, "none"};
+    llvm::raw_string_ostream params(result.params), align(result.align);
     for (unsigned i = 0; i < kernel.getNumArguments(); ++i) {
-      if (i)
-        os << ",";
-      os << kernel.getArgAttrOfType<StringAttr>(i, kParamAttrName).getValue()
-         << ":";
-      Type type = kernel.getArgumentTypes()[i];
-      if (auto memref = dyn_cast<MemRefType>(type))
-        os << memref.getRank();
-      else
-        os << "index";
+      StringRef name =
+          kernel.getArgAttrOfType<StringAttr>(i, kParamAttrName).getValue();
+      params << (i ? "," : "") << name << ":";
+      auto memref = dyn_cast<MemRefType>(kernel.getArgumentTypes()[i]);
+      if (!memref) {
+        params << "index";
+        continue;
+      }
+      params << memref.getRank();
+      if (auto bytes = kernel.getArgAttrOfType<IntegerAttr>(i, kAlignAttrName))
+        align << (result.align.empty() ? "" : ",") << name << ":"
+              << bytes.getInt();
+      if (name == "partials")
+        result.acc = memref.getElementType().isF64() ? "f64" : "f32";
+      if (name == "weight" || name == "dweight")
+        result.width = memref.getDimSize(1);
     }
     if (auto tiling = kernel->getAttrOfType<TilingAttr>(kKernelTilingAttrName))
       result.vectorChannels = tiling.getVectorChannels();

@@ -38,7 +38,8 @@ struct KernelInfo {
     enum class Kind { Memref, Index };
     std::string name;
     Kind kind;
-    int64_t rank; ///< Memrefs only.
+    int64_t rank;      ///< Memrefs only.
+    int64_t align = 1; ///< Memrefs only: the bytes its address is a multiple of.
   };
 
   /// What runs the kernel: a GPU (PTX and cubin) or the host (native code).
@@ -78,6 +79,25 @@ const KernelInfo &selectKernel(KernelInfo::Target target, std::string_view op,
 /// Returns the kernel that waits for `kernel` (the reduce of a bwd); throws if
 /// the manifest holds none.
 const KernelInfo &successorOf(const KernelInfo &kernel);
+
+/// What every caller of the kernels must respect, read off the manifest: the
+/// convolution width (all kernels have it) and the multiple C must be of (the
+/// least common multiple of the kernels' vector channels, so that every route
+/// and target serves it).
+struct LaunchContract {
+  int64_t width;
+  int64_t channelMultiple;
+};
+const LaunchContract &getLaunchContract();
+
+/// Returns, for each memref parameter of the kernels that a call of `op`
+/// ("fwd", or "bwd" with its reduce) on `target` runs for the given dtypes and
+/// policy, the alignment its address needs, in bytes (the larger of the two
+/// kernels' for a parameter they share).
+std::vector<std::pair<std::string, int64_t>>
+launchAlignments(KernelInfo::Target target, std::string_view op,
+                 std::string_view weight, std::string_view bias,
+                 std::string_view policy);
 
 /// Returns the most parts (token ranges) a launch of the fwd or bwd kernel
 /// `kernel` splits its tokens into on device `device`. On a GPU: one thread

@@ -16,6 +16,12 @@
 using namespace mlir;
 using namespace mlir::cake;
 
+Type mlir::cake::partialsElementType(MLIRContext *context, SiluGrad siluGrad) {
+  if (siluGrad == SiluGrad::bf16)
+    return Float32Type::get(context);
+  return Float64Type::get(context);
+}
+
 namespace {
 /// Two extents disagree only when both are known.
 bool extentsConflict(int64_t a, int64_t b) {
@@ -76,9 +82,7 @@ LogicalResult verifyPartials(Operation *op, MemRefType partials,
                              int64_t channels, int64_t width,
                              std::optional<SiluGrad> siluGrad) {
   if (siluGrad) {
-    Type expected = *siluGrad == SiluGrad::bf16
-                        ? Type(Float32Type::get(op->getContext()))
-                        : Type(Float64Type::get(op->getContext()));
+    Type expected = partialsElementType(op->getContext(), *siluGrad);
     if (partials.getElementType() != expected)
       return op->emitOpError("'partials' must hold ")
              << expected << " under silu_grad " << stringifySiluGrad(*siluGrad)

@@ -39,6 +39,7 @@ void mlir::cake::buildCakeToKernelsPipeline(OpPassManager &pm,
   kernels.addNestedPass<gpu::GPUFuncOp>(createCakeUnrollRowsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(createCakeRecordAlignmentPass());
 }
 
 void mlir::cake::buildKernelsToNVVMPipeline(OpPassManager &pm,
@@ -98,6 +99,7 @@ void mlir::cake::buildCakeToHostKernelsPipeline(
   pm.addPass(createCakeUnrollRowsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.addPass(createCakeRecordAlignmentPass());
 }
 
 void mlir::cake::buildHostKernelsToLLVMPipeline(OpPassManager &pm) {

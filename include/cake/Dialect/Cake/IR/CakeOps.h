@@ -19,4 +19,10 @@
 #define GET_OP_CLASSES
 #include "cake/Dialect/Cake/IR/CakeOps.h.inc"
 
+namespace mlir::cake {
+/// The element type of a backward's partial rows under SiLU' policy
+/// `siluGrad`: f32 for bf16, f64 for fp32 (SPEC.md's accumulators).
+Type partialsElementType(MLIRContext *context, SiluGrad siluGrad);
+} // namespace mlir::cake
+
 #endif // CAKE_DIALECT_CAKE_IR_CAKEOPS_H

@@ -32,6 +32,10 @@ void populateCakeTilePatterns(RewritePatternSet &patterns,
 /// cake-expand-tiles unrolls it, cake-stage-rows stages its loads.
 inline constexpr StringLiteral kRowLoopAttrName = "cake.row_loop";
 
+/// The argument attribute of cake-record-alignment: the bytes a memref
+/// argument's base address must be a multiple of.
+inline constexpr StringLiteral kAlignAttrName = "cake.align";
+
 #define GEN_PASS_REGISTRATION
 #include "cake/Dialect/Cake/Transforms/Passes.h.inc"
 

@@ -120,4 +120,20 @@ def CakeUnrollRowsPass : Pass<"cake-unroll-rows"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def CakeRecordAlignmentPass : Pass<"cake-record-alignment"> {
+  let summary = "Record on each memref argument the alignment its accesses need";
+  let description = [{
+    For every memref argument of every function, finds the largest alignment
+    that an access made through it (directly or through view ops) assumes:
+    `vector.load`/`vector.store` their `alignment` (else the element's size,
+    as the LLVM lowering assumes), `nvgpu.device_async_copy` the bytes it
+    copies (cp.async needs them aligned), `memref.load`/`memref.store` the
+    element's size. The tiles start every access at a multiple of that, so it
+    is the alignment the argument's base address must have; the pass records
+    it as the argument attribute `cake.align` (bytes, i64). Run last before the lowering to LLVM,
+    once the accesses are what the kernel issues: cake-kernel-gen writes it
+    into the manifest, and the runtime and the Python checks read it there.
+  }];
+}
+
 #endif // CAKE_DIALECT_CAKE_TRANSFORMS_PASSES_TD
