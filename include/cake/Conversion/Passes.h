@@ -4,6 +4,8 @@
 #ifndef CAKE_CONVERSION_PASSES_H
 #define CAKE_CONVERSION_PASSES_H
 
+#include "cake/Dialect/Cake/IR/CakeDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"

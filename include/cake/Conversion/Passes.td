@@ -30,7 +30,8 @@ def ConvertCakeToGPUPass : Pass<"convert-cake-to-gpu", "::mlir::ModuleOp"> {
                            "::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect"];
   let options = [
-    Option<"blockThreads", "block-threads", "int64_t", /*default=*/"128",
+    Option<"blockThreads", "block-threads", "int64_t",
+           /*default=*/"::mlir::cake::DefaultTiling::blockThreads",
            "Threads per block of kernels without tiles">,
   ];
 }

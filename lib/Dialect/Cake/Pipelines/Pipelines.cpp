@@ -91,7 +91,7 @@ void mlir::cake::buildCakeToHostKernelsPipeline(
     OpPassManager &pm, const CakeToHostOptions &options) {
   // No stages: a CPU's caches and prefetchers keep the rows coming.
   pm.addPass(createCakeTilePass(CakeTilePassOptions{
-      options.vectorChannels, /*blockThreads=*/128, /*stages=*/0,
+      options.vectorChannels, DefaultTiling::blockThreads, /*stages=*/0,
       options.unroll}));
   pm.addPass(createConvertCakeToHostPass());
   pm.addPass(createCakeExpandTilesPass(

@@ -9,4 +9,15 @@
 
 #include "cake/Dialect/Cake/IR/CakeDialect.h.inc"
 
+namespace mlir::cake {
+/// The tiling of a cake op without `#cake.tiling`: the defaults of cake-tile's
+/// options and of the pipelines', written here only.
+struct DefaultTiling {
+  static constexpr int64_t vectorChannels = 8;
+  static constexpr int64_t blockThreads = 128;
+  static constexpr int64_t stages = 4;
+  static constexpr int64_t unroll = 4;
+};
+} // namespace mlir::cake
+
 #endif // CAKE_DIALECT_CAKE_IR_CAKEDIALECT_H

@@ -4,6 +4,7 @@
 #ifndef CAKE_DIALECT_CAKE_PIPELINES_PIPELINES_H
 #define CAKE_DIALECT_CAKE_PIPELINES_PIPELINES_H
 
+#include "cake/Dialect/Cake/IR/CakeDialect.h"
 #include "mlir/Pass/PassOptions.h"
 
 namespace mlir {
@@ -25,17 +26,17 @@ struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
       llvm::cl::init(3)};
   PassOptions::Option<int64_t> vectorChannels{
       *this, "vector-channels", llvm::cl::desc("Channels one thread owns"),
-      llvm::cl::init(8)};
+      llvm::cl::init(DefaultTiling::vectorChannels)};
   PassOptions::Option<int64_t> blockThreads{
       *this, "block-threads", llvm::cl::desc("Threads per block"),
-      llvm::cl::init(128)};
+      llvm::cl::init(DefaultTiling::blockThreads)};
   PassOptions::Option<int64_t> stages{
       *this, "stages",
       llvm::cl::desc("Row loads in flight ahead of the row being computed"),
-      llvm::cl::init(4)};
+      llvm::cl::init(DefaultTiling::stages)};
   PassOptions::Option<int64_t> unroll{
       *this, "unroll", llvm::cl::desc("Rows per iteration of the row loop"),
-      llvm::cl::init(4)};
+      llvm::cl::init(DefaultTiling::unroll)};
   PassOptions::Option<bool> fastMath{
       *this, "fast-math",
       llvm::cl::desc("Let the activation use hardware approximations"),
@@ -68,10 +69,10 @@ void buildCakeToPTXPipeline(OpPassManager &pm, const CakeToPTXOptions &options);
 struct CakeToHostOptions : public PassPipelineOptions<CakeToHostOptions> {
   PassOptions::Option<int64_t> vectorChannels{
       *this, "vector-channels", llvm::cl::desc("Channels one thread owns"),
-      llvm::cl::init(8)};
+      llvm::cl::init(DefaultTiling::vectorChannels)};
   PassOptions::Option<int64_t> unroll{
       *this, "unroll", llvm::cl::desc("Rows per iteration of the row loop"),
-      llvm::cl::init(4)};
+      llvm::cl::init(DefaultTiling::unroll)};
 };
 
 /// Cake ops to host kernels (convert-cake-to-host), each a function over a

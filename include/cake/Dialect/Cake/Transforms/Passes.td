@@ -41,13 +41,17 @@ def CakeTilePass : Pass<"cake-tile"> {
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect"];
   let options = [
-    Option<"vectorChannels", "vector-channels", "int64_t", /*default=*/"8",
+    Option<"vectorChannels", "vector-channels", "int64_t",
+           /*default=*/"::mlir::cake::DefaultTiling::vectorChannels",
            "Channels one thread owns (8 bf16 = one 16-byte vector)">,
-    Option<"blockThreads", "block-threads", "int64_t", /*default=*/"128",
+    Option<"blockThreads", "block-threads", "int64_t",
+           /*default=*/"::mlir::cake::DefaultTiling::blockThreads",
            "Threads per GPU block">,
-    Option<"stages", "stages", "int64_t", /*default=*/"4",
+    Option<"stages", "stages", "int64_t",
+           /*default=*/"::mlir::cake::DefaultTiling::stages",
            "Row loads in flight ahead of the row being computed">,
-    Option<"unroll", "unroll", "int64_t", /*default=*/"4",
+    Option<"unroll", "unroll", "int64_t",
+           /*default=*/"::mlir::cake::DefaultTiling::unroll",
            "Rows per iteration of the row loop">,
   ];
 }
