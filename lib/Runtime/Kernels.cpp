@@ -54,6 +54,71 @@ static std::runtime_error manifestError(size_t lineNo,
                             std::to_string(lineNo) + ": " + message);
 }
 
+//===----------------------------------------------------------------------===//
+// Names
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr std::pair<Op, std::string_view> kOpNames[] = {
+    {Op::Fwd, "fwd"}, {Op::Bwd, "bwd"}, {Op::Reduce, "reduce"}};
+constexpr std::pair<DType, std::string_view> kDTypeNames[] = {
+    {DType::None, "none"},
+    {DType::F32, "f32"},
+    {DType::BF16, "bf16"},
+    {DType::F64, "f64"}};
+constexpr std::pair<Policy, std::string_view> kPolicyNames[] = {
+    {Policy::None, "none"}, {Policy::BF16, "bf16"}, {Policy::FP32, "fp32"}};
+
+template <typename E, size_t N>
+std::string_view nameIn(const std::pair<E, std::string_view> (&names)[N],
+                        E value) {
+  for (const auto &[known, name] : names)
+    if (known == value)
+      return name;
+  return "?";
+}
+
+/// The value named `text` among `allowed`; throws naming `what` otherwise.
+template <typename E, size_t N>
+E parseIn(const std::pair<E, std::string_view> (&names)[N],
+          std::string_view text, const char *what,
+          std::initializer_list<E> allowed) {
+  std::string expected;
+  for (E value : allowed) {
+    std::string_view name = nameIn(names, value);
+    if (name == text)
+      return value;
+    expected += (expected.empty() ? "'" : ", '") + std::string(name) + "'";
+  }
+  throw std::runtime_error("cake: " + std::string(what) + " must be one of " +
+                           expected + ", got '" + std::string(text) + "'");
+}
+} // namespace
+
+std::string_view cake::runtime::nameOf(Op op) { return nameIn(kOpNames, op); }
+std::string_view cake::runtime::nameOf(DType dtype) {
+  return nameIn(kDTypeNames, dtype);
+}
+std::string_view cake::runtime::nameOf(Policy policy) {
+  return nameIn(kPolicyNames, policy);
+}
+Op cake::runtime::parseOp(std::string_view text, const char *what,
+                          std::initializer_list<Op> allowed) {
+  return parseIn(kOpNames, text, what, allowed);
+}
+DType cake::runtime::parseDType(std::string_view text, const char *what,
+                                std::initializer_list<DType> allowed) {
+  return parseIn(kDTypeNames, text, what, allowed);
+}
+Policy cake::runtime::parsePolicy(std::string_view text, const char *what,
+                                  std::initializer_list<Policy> allowed) {
+  return parseIn(kPolicyNames, text, what, allowed);
+}
+
+//===----------------------------------------------------------------------===//
+// Manifest parsing
+//===----------------------------------------------------------------------===//
+
 namespace {
 /// Parses the `key=value` fields of one `kernel` line.
 class KernelLineParser {
@@ -131,11 +196,19 @@ static KernelInfo parseKernel(const std::vector<std::string_view> &tokens,
   kernel.target = parser.takeOneOf("target", {"gpu", "host"}) == "gpu"
                       ? KernelInfo::Target::Gpu
                       : KernelInfo::Target::Host;
-  kernel.op = parser.takeOneOf("op", {"fwd", "bwd", "reduce"});
-  kernel.weight = parser.takeOneOf("weight", {"f32", "bf16"});
-  kernel.bias = parser.takeOneOf("bias", {"none", "f32", "bf16"});
-  kernel.policy = parser.takeOneOf("policy", {"bf16", "fp32", "none"});
-  kernel.acc = parser.takeOneOf("acc", {"f32", "f64", "none"});
+  auto field = [&](auto parse, const char *key, auto... allowed) {
+    try {
+      return parse(parser.take(key), key, {allowed...});
+    } catch (const std::runtime_error &error) {
+      throw parser.error(error.what());
+    }
+  };
+  kernel.op = field(parseOp, "op", Op::Fwd, Op::Bwd, Op::Reduce);
+  kernel.weight = field(parseDType, "weight", DType::F32, DType::BF16);
+  kernel.bias = field(parseDType, "bias", DType::None, DType::F32, DType::BF16);
+  kernel.policy =
+      field(parsePolicy, "policy", Policy::None, Policy::BF16, Policy::FP32);
+  kernel.acc = field(parseDType, "acc", DType::None, DType::F32, DType::F64);
   kernel.block = parser.takeInt("block", 1);
   kernel.vectorChannels = parser.takeInt("vector_channels", 1);
   kernel.width = parser.takeInt("width", 1);
@@ -171,11 +244,12 @@ static KernelInfo parseKernel(const std::vector<std::string_view> &tokens,
 
   // Only bwd has a policy; bwd and reduce have an accumulator; a reduce, and
   // only it, waits for a kernel.
-  if ((kernel.policy == "none") != (kernel.op != "bwd") ||
-      (kernel.acc == "none") != (kernel.op == "fwd"))
-    throw parser.error("policy/acc do not fit op=" + kernel.op);
-  if (kernel.waitsFor.empty() != (kernel.op != "reduce"))
-    throw parser.error("waits_for does not fit op=" + kernel.op);
+  std::string op(nameOf(kernel.op));
+  if ((kernel.policy == Policy::None) != (kernel.op != Op::Bwd) ||
+      (kernel.acc == DType::None) != (kernel.op == Op::Fwd))
+    throw parser.error("policy/acc do not fit op=" + op);
+  if (kernel.waitsFor.empty() != (kernel.op != Op::Reduce))
+    throw parser.error("waits_for does not fit op=" + op);
   return kernel;
 }
 
@@ -217,7 +291,7 @@ static std::vector<KernelInfo> parseManifest(std::string_view text) {
         [&](const KernelInfo &other) {
           return other.name == kernel.waitsFor && other.target == kernel.target;
         });
-    if (waited == kernels.end() || waited->op != "bwd" ||
+    if (waited == kernels.end() || waited->op != Op::Bwd ||
         waited->acc != kernel.acc ||
         waited->weight != kernel.weight || waited->bias != kernel.bias)
       throw std::runtime_error("cake: kernel manifest: " + kernel.name +
@@ -278,11 +352,8 @@ KernelInfo::Target cake::runtime::targetOf(int device) {
 }
 
 const KernelInfo &cake::runtime::selectKernel(KernelInfo::Target target,
-                                              std::string_view op,
-                                              std::string_view weight,
-                                              std::string_view bias,
-                                              std::string_view policy,
-                                              int64_t C) {
+                                              Op op, DType weight, DType bias,
+                                              Policy policy, int64_t C) {
   // The first match for now; a choice among configs of one route goes here.
   for (const KernelInfo &kernel : getKernels())
     if (kernel.target == target && kernel.op == op && kernel.weight == weight &&
@@ -291,10 +362,10 @@ const KernelInfo &cake::runtime::selectKernel(KernelInfo::Target target,
       return kernel;
   throw std::runtime_error(
       std::string("cake: no kernel in the manifest for target=") +
-      (target == KernelInfo::Target::Gpu ? "gpu" : "host") +
-      " op=" + std::string(op) + " weight=" + std::string(weight) +
-      " bias=" + std::string(bias) + " policy=" + std::string(policy) +
-      " C=" + std::to_string(C));
+      (target == KernelInfo::Target::Gpu ? "gpu" : "host") + " op=" +
+      std::string(nameOf(op)) + " weight=" + std::string(nameOf(weight)) +
+      " bias=" + std::string(nameOf(bias)) +
+      " policy=" + std::string(nameOf(policy)) + " C=" + std::to_string(C));
 }
 
 const KernelInfo &cake::runtime::successorOf(const KernelInfo &kernel) {
@@ -323,13 +394,12 @@ const LaunchContract &cake::runtime::getLaunchContract() {
 }
 
 std::vector<std::pair<std::string, int64_t>>
-cake::runtime::launchAlignments(KernelInfo::Target target, std::string_view op,
-                                std::string_view weight, std::string_view bias,
-                                std::string_view policy) {
+cake::runtime::launchAlignments(KernelInfo::Target target, Op op,
+                                DType weight, DType bias, Policy policy) {
   const KernelInfo &first = selectKernel(target, op, weight, bias, policy,
                                          getLaunchContract().channelMultiple);
   std::vector<const KernelInfo *> kernels = {&first};
-  if (op == "bwd")
+  if (op == Op::Bwd)
     kernels.push_back(&successorOf(first));
   std::vector<std::pair<std::string, int64_t>> result;
   for (const KernelInfo *kernel : kernels) {
@@ -350,7 +420,7 @@ cake::runtime::launchAlignments(KernelInfo::Target target, std::string_view op,
 int64_t cake::runtime::backwardWorkspaceBytes(int64_t C, int device) {
   int64_t bytes = -1;
   for (const KernelInfo &kernel : getKernels())
-    if (kernel.target == targetOf(device) && kernel.op == "bwd" &&
+    if (kernel.target == targetOf(device) && kernel.op == Op::Bwd &&
         kernel.supportsChannels(C))
       bytes = std::max(bytes, maxParts(kernel, C, device) *
                                   (kernel.width + 1) * C * 8);

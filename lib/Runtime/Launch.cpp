@@ -237,15 +237,17 @@ static void runOnHost(const KernelInfo &kernel, int64_t tiles,
 //===----------------------------------------------------------------------===//
 
 /// Throws unless `value` (the Python argument `name`) is one of `allowed`.
-static void checkOneOf(const char *name, const std::string &value,
-                       std::initializer_list<std::string_view> allowed) {
+template <typename E>
+static void checkOneOf(const char *name, E value,
+                       std::initializer_list<E> allowed) {
   if (std::find(allowed.begin(), allowed.end(), value) != allowed.end())
     return;
   std::string expected;
-  for (std::string_view option : allowed)
-    expected += (expected.empty() ? "'" : ", '") + std::string(option) + "'";
+  for (E option : allowed)
+    expected += (expected.empty() ? "'" : ", '") + std::string(nameOf(option)) + "'";
   throw std::runtime_error("cake: " + std::string(name) + " must be one of " +
-                           expected + ", got '" + value + "'");
+                           expected + ", got '" + std::string(nameOf(value)) +
+                           "'");
 }
 
 /// Throws unless S, C and numDocs make sense.
@@ -317,10 +319,11 @@ void cake::runtime::forward(const ForwardArgs &args) {
   if (target == KernelInfo::Target::Gpu)
     getDriver();
   checkSizes(args.S, args.C, args.numDocs);
-  checkOneOf("weight_dtype", args.weightDtype, {"f32", "bf16"});
-  checkOneOf("bias_dtype", args.biasDtype, {"none", "f32", "bf16"});
-  const KernelInfo &kernel = selectKernel(
-      target, "fwd", args.weightDtype, args.biasDtype, "none", args.C);
+  checkOneOf("weight_dtype", args.weightDtype, {DType::F32, DType::BF16});
+  checkOneOf("bias_dtype", args.biasDtype,
+             {DType::None, DType::F32, DType::BF16});
+  const KernelInfo &kernel = selectKernel(target, Op::Fwd, args.weightDtype,
+                                          args.biasDtype, Policy::None, args.C);
   if (args.S == 0)
     return;
 
@@ -331,7 +334,7 @@ void cake::runtime::forward(const ForwardArgs &args) {
       {"weight", args.weight, {C, width}},
       {"cu_seqlens", args.cuSeqlens, {args.numDocs + 1}},
       {"y", args.y, {S, C}}};
-  if (args.biasDtype != "none")
+  if (args.biasDtype != DType::None)
     memrefs.push_back({"bias", args.bias, {C}});
   int64_t tiles = tileCount(kernel, parts, C);
 
@@ -347,15 +350,16 @@ void cake::runtime::backward(const BackwardArgs &args) {
   if (target == KernelInfo::Target::Gpu)
     getDriver();
   checkSizes(args.S, args.C, args.numDocs);
-  checkOneOf("weight_dtype", args.weightDtype, {"f32", "bf16"});
-  checkOneOf("bias_dtype", args.biasDtype, {"none", "f32", "bf16"});
-  checkOneOf("policy", args.policy, {"bf16", "fp32"});
-  const KernelInfo &bwd = selectKernel(
-      target, "bwd", args.weightDtype, args.biasDtype, args.policy, args.C);
+  checkOneOf("weight_dtype", args.weightDtype, {DType::F32, DType::BF16});
+  checkOneOf("bias_dtype", args.biasDtype,
+             {DType::None, DType::F32, DType::BF16});
+  checkOneOf("policy", args.policy, {Policy::BF16, Policy::FP32});
+  const KernelInfo &bwd = selectKernel(target, Op::Bwd, args.weightDtype,
+                                       args.biasDtype, args.policy, args.C);
   const KernelInfo &reduce = successorOf(bwd);
 
   int64_t S = args.S, C = args.C, width = bwd.width;
-  bool hasBias = args.biasDtype != "none";
+  bool hasBias = args.biasDtype != DType::None;
   int64_t parts = S == 0 ? 0 : partsFor(bwd, S, C, args.device);
   int64_t columns = width * C + (hasBias ? C : 0);
   Memref partials = {"partials", args.workspace, {parts, (width + 1) * C}};

@@ -34,11 +34,11 @@ static py::list getKernelDicts() {
     entry["name"] = kernel.name;
     entry["target"] =
         kernel.target == KernelInfo::Target::Gpu ? "gpu" : "host";
-    entry["op"] = kernel.op;
-    entry["weight"] = kernel.weight;
-    entry["bias"] = kernel.bias;
-    entry["policy"] = kernel.policy;
-    entry["acc"] = kernel.acc;
+    entry["op"] = nameOf(kernel.op);
+    entry["weight"] = nameOf(kernel.weight);
+    entry["bias"] = nameOf(kernel.bias);
+    entry["policy"] = nameOf(kernel.policy);
+    entry["acc"] = nameOf(kernel.acc);
     entry["block"] = kernel.block;
     entry["vector_channels"] = kernel.vectorChannels;
     entry["width"] = kernel.width;
@@ -54,10 +54,23 @@ static py::list getKernelDicts() {
   return result;
 }
 
+// The Python API's names of the dtypes and the policy, as enums.
+static DType weightDType(std::string_view name) {
+  return parseDType(name, "weight_dtype", {DType::F32, DType::BF16});
+}
+static DType biasDType(std::string_view name) {
+  return parseDType(name, "bias_dtype", {DType::None, DType::F32, DType::BF16});
+}
+static Policy policyOf(std::string_view name, bool none = false) {
+  if (none)
+    return parsePolicy(name, "policy", {Policy::None, Policy::BF16, Policy::FP32});
+  return parsePolicy(name, "policy", {Policy::BF16, Policy::FP32});
+}
+
 static void launchForward(DevicePtr x, DevicePtr weight, DevicePtr cuSeqlens,
                           DevicePtr bias, DevicePtr y, int64_t S, int64_t C,
-                          int64_t numDocs, std::string weightDtype,
-                          std::string biasDtype, int device,
+                          int64_t numDocs, const std::string &weightDtype,
+                          const std::string &biasDtype, int device,
                           StreamHandle stream) {
   ForwardArgs args;
   args.x = x;
@@ -68,8 +81,8 @@ static void launchForward(DevicePtr x, DevicePtr weight, DevicePtr cuSeqlens,
   args.S = S;
   args.C = C;
   args.numDocs = numDocs;
-  args.weightDtype = std::move(weightDtype);
-  args.biasDtype = std::move(biasDtype);
+  args.weightDtype = weightDType(weightDtype);
+  args.biasDtype = biasDType(biasDtype);
   args.device = device;
   args.stream = stream;
   forward(args);
@@ -79,8 +92,9 @@ static void launchBackward(DevicePtr x, DevicePtr weight, DevicePtr cuSeqlens,
                            DevicePtr bias, DevicePtr dy, DevicePtr dx,
                            DevicePtr dweight, DevicePtr dbias,
                            DevicePtr workspace, int64_t S, int64_t C,
-                           int64_t numDocs, std::string weightDtype,
-                           std::string biasDtype, std::string policy,
+                           int64_t numDocs, const std::string &weightDtype,
+                           const std::string &biasDtype,
+                           const std::string &policy,
                            int device, StreamHandle stream) {
   BackwardArgs args;
   args.x = x;
@@ -95,9 +109,9 @@ static void launchBackward(DevicePtr x, DevicePtr weight, DevicePtr cuSeqlens,
   args.S = S;
   args.C = C;
   args.numDocs = numDocs;
-  args.weightDtype = std::move(weightDtype);
-  args.biasDtype = std::move(biasDtype);
-  args.policy = std::move(policy);
+  args.weightDtype = weightDType(weightDtype);
+  args.biasDtype = biasDType(biasDtype);
+  args.policy = policyOf(policy);
   args.device = device;
   args.stream = stream;
   backward(args);
@@ -109,7 +123,8 @@ static int64_t backwardParts(int64_t S, int64_t C, const std::string &weight,
                              const std::string &bias, const std::string &policy,
                              int device) {
   const KernelInfo &kernel =
-      selectKernel(targetOf(device), "bwd", weight, bias, policy, C);
+      selectKernel(targetOf(device), Op::Bwd, weightDType(weight),
+                   biasDType(bias), policyOf(policy), C);
   return S == 0 ? 0 : partsFor(kernel, S, C, device);
 }
 
@@ -190,7 +205,8 @@ PYBIND11_MODULE(_C, m) {
         for (const auto &[name, bytes] : launchAlignments(
                  target == "gpu" ? KernelInfo::Target::Gpu
                                  : KernelInfo::Target::Host,
-                 op, weight, bias, policy))
+                 parseOp(op, "op", {Op::Fwd, Op::Bwd}), weightDType(weight),
+                 biasDType(bias), policyOf(policy, /*none=*/true)))
           result[py::str(name)] = bytes;
         return result;
       },

@@ -20,6 +20,7 @@
 #define CAKE_RUNTIME_RUNTIME_H
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,28 @@ namespace cake::runtime {
 
 /// The device index of the host (the CPU) in every function that takes one.
 inline constexpr int kHostDevice = -1;
+
+/// What a kernel does.
+enum class Op { Fwd, Bwd, Reduce };
+/// An element type of the API's parameters and accumulators; None for an
+/// absent bias or a kernel without accumulators.
+enum class DType { None, F32, BF16, F64 };
+/// The SiLU' preactivation policy of a backward (SPEC.md); None for the other
+/// kernels.
+enum class Policy { None, BF16, FP32 };
+
+/// The manifest's and the Python API's names: "fwd", "f32", "bf16", "none"...
+std::string_view nameOf(Op op);
+std::string_view nameOf(DType dtype);
+std::string_view nameOf(Policy policy);
+/// Parses such a name; throws std::runtime_error naming `what` and the names
+/// allowed unless `text` is one of `allowed`.
+Op parseOp(std::string_view text, const char *what,
+           std::initializer_list<Op> allowed);
+DType parseDType(std::string_view text, const char *what,
+                 std::initializer_list<DType> allowed);
+Policy parsePolicy(std::string_view text, const char *what,
+                   std::initializer_list<Policy> allowed);
 
 /// One `kernel` line of the manifest; field meanings are in
 /// docs/kernel-abi.md.
@@ -47,11 +70,11 @@ struct KernelInfo {
 
   std::string name; ///< Unique among the kernels of its target.
   Target target;
-  std::string op;     ///< "fwd", "bwd" or "reduce".
-  std::string weight; ///< "f32" or "bf16".
-  std::string bias;   ///< "none", "f32" or "bf16".
-  std::string policy; ///< "bf16", "fp32" or "none".
-  std::string acc;    ///< "f32", "f64" or "none".
+  Op op;
+  DType weight; ///< F32 or BF16.
+  DType bias;   ///< None, F32 or BF16.
+  Policy policy;
+  DType acc; ///< F32, F64, or None for a fwd.
   int64_t block;
   int64_t vectorChannels;
   int64_t width;
@@ -72,9 +95,8 @@ KernelInfo::Target targetOf(int device);
 
 /// Returns the kernel to launch on `target` for the given manifest fields and
 /// channel count; throws if the manifest holds none.
-const KernelInfo &selectKernel(KernelInfo::Target target, std::string_view op,
-                               std::string_view weight, std::string_view bias,
-                               std::string_view policy, int64_t C);
+const KernelInfo &selectKernel(KernelInfo::Target target, Op op, DType weight,
+                               DType bias, Policy policy, int64_t C);
 
 /// Returns the kernel that waits for `kernel` (the reduce of a bwd); throws if
 /// the manifest holds none.
@@ -91,13 +113,12 @@ struct LaunchContract {
 const LaunchContract &getLaunchContract();
 
 /// Returns, for each memref parameter of the kernels that a call of `op`
-/// ("fwd", or "bwd" with its reduce) on `target` runs for the given dtypes and
+/// (Fwd, or Bwd with its reduce) on `target` runs for the given dtypes and
 /// policy, the alignment its address needs, in bytes (the larger of the two
 /// kernels' for a parameter they share).
 std::vector<std::pair<std::string, int64_t>>
-launchAlignments(KernelInfo::Target target, std::string_view op,
-                 std::string_view weight, std::string_view bias,
-                 std::string_view policy);
+launchAlignments(KernelInfo::Target target, Op op, DType weight, DType bias,
+                 Policy policy);
 
 /// Returns the most parts (token ranges) a launch of the fwd or bwd kernel
 /// `kernel` splits its tokens into on device `device`. On a GPU: one thread
@@ -164,13 +185,13 @@ struct ForwardArgs {
   DevicePtr x = 0;         ///< bf16 [S, C]
   DevicePtr weight = 0;    ///< weightDtype [C, 4]
   DevicePtr cuSeqlens = 0; ///< int32 [numDocs + 1]
-  DevicePtr bias = 0;      ///< biasDtype [C]; unused when biasDtype is "none"
+  DevicePtr bias = 0;      ///< biasDtype [C]; unused when biasDtype is None
   DevicePtr y = 0;         ///< bf16 [S, C]
   int64_t S = 0;
   int64_t C = 0;
   int64_t numDocs = 0;
-  std::string weightDtype; ///< "f32" or "bf16".
-  std::string biasDtype;   ///< "none", "f32" or "bf16".
+  DType weightDtype = DType::F32; ///< F32 or BF16.
+  DType biasDtype = DType::None;  ///< None, F32 or BF16.
   int device = 0;
   StreamHandle stream = 0;
 };
@@ -184,19 +205,19 @@ struct BackwardArgs {
   DevicePtr x = 0;         ///< bf16 [S, C]
   DevicePtr weight = 0;    ///< weightDtype [C, 4]
   DevicePtr cuSeqlens = 0; ///< int32 [numDocs + 1]
-  DevicePtr bias = 0;      ///< biasDtype [C]; unused when biasDtype is "none"
+  DevicePtr bias = 0;      ///< biasDtype [C]; unused when biasDtype is None
   DevicePtr dy = 0;        ///< bf16 [S, C]
   DevicePtr dx = 0;        ///< bf16 [S, C]
   DevicePtr dweight = 0;   ///< weightDtype [C, 4]
-  DevicePtr dbias = 0;     ///< biasDtype [C]; unused when biasDtype is "none"
+  DevicePtr dbias = 0;     ///< biasDtype [C]; unused when biasDtype is None
   /// backwardWorkspaceBytes(C, device) bytes, 16-byte aligned.
   DevicePtr workspace = 0;
   int64_t S = 0;
   int64_t C = 0;
   int64_t numDocs = 0;
-  std::string weightDtype; ///< "f32" or "bf16".
-  std::string biasDtype;   ///< "none", "f32" or "bf16".
-  std::string policy;      ///< SiLU' preactivation: "bf16" or "fp32".
+  DType weightDtype = DType::F32; ///< F32 or BF16.
+  DType biasDtype = DType::None;  ///< None, F32 or BF16.
+  Policy policy = Policy::BF16;   ///< SiLU' preactivation: BF16 or FP32.
   int device = 0;
   StreamHandle stream = 0;
 };
