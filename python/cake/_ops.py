@@ -179,10 +179,15 @@ def _signature(t: torch.Tensor | None) -> tuple | None:
     return (type(t), t.dtype, t.shape, t.is_contiguous(), t.device, t.requires_grad)
 
 
-def _cached_plan(cache: dict, key: tuple | None, tensors: tuple, check, make) -> Plan:
-    """The plan of ``tensors`` (signature ``key``, None when an argument is not a
-    tensor) from ``cache``; on a miss, ``check(*tensors)`` (the full metadata checks,
-    which raise on a bad argument) then ``make(*tensors)``."""
+def _cached_plan(cache: dict, tensors: tuple, check, make) -> Plan:
+    """The plan of ``tensors`` from ``cache``, keyed by their signatures; on a miss,
+    ``check(*tensors)`` (the full metadata checks, which raise on a bad argument) then
+    ``make(*tensors)``. An argument that is not a tensor is never cached: the checks
+    raise its TypeError."""
+    try:
+        key = tuple(map(_signature, tensors))
+    except AttributeError:
+        key = None
     plan = cache.get(key)
     if plan is None:
         check(*tensors)
@@ -261,20 +266,8 @@ def _make_forward_plan(x, weight, cu_seqlens, bias, out, workspace) -> Plan:
 
 def forward_plan(x, weight, cu_seqlens, bias, out, workspace) -> Plan:
     """The forward's plan; raises what ``_checks.check_forward_args`` raises."""
-    try:
-        key = (
-            _signature(x),
-            _signature(weight),
-            _signature(cu_seqlens),
-            _signature(bias),
-            _signature(out),
-            _signature(workspace),
-        )
-    except AttributeError:  # not a tensor: the checks raise the TypeError
-        key = None
     return _cached_plan(
         _FORWARD_PLANS,
-        key,
         (x, weight, cu_seqlens, bias, out, workspace),
         _checks.check_forward_args,
         _make_forward_plan,
@@ -310,23 +303,8 @@ def _make_backward_plan(x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, wor
 
 def backward_plan(x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace) -> Plan:
     """The backward's plan; raises what ``_checks.check_backward_args`` raises."""
-    try:
-        key = (
-            _signature(x),
-            _signature(weight),
-            _signature(cu_seqlens),
-            _signature(bias),
-            _signature(dy),
-            _signature(dx),
-            _signature(dweight),
-            _signature(dbias),
-            _signature(workspace),
-        )
-    except AttributeError:  # not a tensor: the checks raise the TypeError
-        key = None
     return _cached_plan(
         _BACKWARD_PLANS,
-        key,
         (x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace),
         _checks.check_backward_args,
         _make_backward_plan,
