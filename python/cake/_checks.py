@@ -19,7 +19,6 @@ so none synchronizes.
 from __future__ import annotations
 
 import functools
-import importlib
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -35,12 +34,11 @@ except ImportError:  # torch runs without numpy; then no value is a numpy intege
 def _launch_contract() -> dict:
     """What every call must respect, read off the kernels' manifest by the extension
     (docs/kernel-abi.md): the convolution width and the multiple C must be of."""
-    try:
-        extension = importlib.import_module("cake._C")
-    except ImportError as error:
-        raise RuntimeError(
-            f"cake: the compiled extension cake._C is missing or failed to load ({error})"
-        ) from error
+    from . import _ops  # _ops imports this module
+
+    extension, why = _ops._load_extension()
+    if extension is None:
+        raise RuntimeError(f"cake: {why}")
     return extension.launch_contract()
 
 

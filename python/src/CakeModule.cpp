@@ -54,17 +54,16 @@ static py::list getKernelDicts() {
   return result;
 }
 
-// The Python API's names of the dtypes and the policy, as enums.
-static DType weightDType(std::string_view name) {
-  return parseDType(name, "weight_dtype", {DType::F32, DType::BF16});
+// The Python API's names of the dtypes and the policy, as enums. Which values
+// a call takes is the runtime's to check (it names the argument and what it
+// allows); here a name only has to exist.
+static DType dtypeNamed(std::string_view name, const char *what) {
+  return parseDType(name, what,
+                    {DType::None, DType::F32, DType::BF16, DType::F64});
 }
-static DType biasDType(std::string_view name) {
-  return parseDType(name, "bias_dtype", {DType::None, DType::F32, DType::BF16});
-}
-static Policy policyOf(std::string_view name, bool none = false) {
-  if (none)
-    return parsePolicy(name, "policy", {Policy::None, Policy::BF16, Policy::FP32});
-  return parsePolicy(name, "policy", {Policy::BF16, Policy::FP32});
+static Policy policyNamed(std::string_view name) {
+  return parsePolicy(name, "policy",
+                     {Policy::None, Policy::BF16, Policy::FP32});
 }
 
 static void launchForward(DevicePtr x, DevicePtr weight, DevicePtr cuSeqlens,
@@ -81,8 +80,8 @@ static void launchForward(DevicePtr x, DevicePtr weight, DevicePtr cuSeqlens,
   args.S = S;
   args.C = C;
   args.numDocs = numDocs;
-  args.weightDtype = weightDType(weightDtype);
-  args.biasDtype = biasDType(biasDtype);
+  args.weightDtype = dtypeNamed(weightDtype, "weight_dtype");
+  args.biasDtype = dtypeNamed(biasDtype, "bias_dtype");
   args.device = device;
   args.stream = stream;
   forward(args);
@@ -109,9 +108,9 @@ static void launchBackward(DevicePtr x, DevicePtr weight, DevicePtr cuSeqlens,
   args.S = S;
   args.C = C;
   args.numDocs = numDocs;
-  args.weightDtype = weightDType(weightDtype);
-  args.biasDtype = biasDType(biasDtype);
-  args.policy = policyOf(policy);
+  args.weightDtype = dtypeNamed(weightDtype, "weight_dtype");
+  args.biasDtype = dtypeNamed(biasDtype, "bias_dtype");
+  args.policy = policyNamed(policy);
   args.device = device;
   args.stream = stream;
   backward(args);
@@ -123,8 +122,8 @@ static int64_t backwardParts(int64_t S, int64_t C, const std::string &weight,
                              const std::string &bias, const std::string &policy,
                              int device) {
   const KernelInfo &kernel =
-      selectKernel(targetOf(device), Op::Bwd, weightDType(weight),
-                   biasDType(bias), policyOf(policy), C);
+      selectKernel(targetOf(device), Op::Bwd, dtypeNamed(weight, "weight_dtype"),
+                   dtypeNamed(bias, "bias_dtype"), policyNamed(policy), C);
   return S == 0 ? 0 : partsFor(kernel, S, C, device);
 }
 
@@ -205,8 +204,9 @@ PYBIND11_MODULE(_C, m) {
         for (const auto &[name, bytes] : launchAlignments(
                  target == "gpu" ? KernelInfo::Target::Gpu
                                  : KernelInfo::Target::Host,
-                 parseOp(op, "op", {Op::Fwd, Op::Bwd}), weightDType(weight),
-                 biasDType(bias), policyOf(policy, /*none=*/true)))
+                 parseOp(op, "op", {Op::Fwd, Op::Bwd}),
+                 dtypeNamed(weight, "weight_dtype"),
+                 dtypeNamed(bias, "bias_dtype"), policyNamed(policy)))
           result[py::str(name)] = bytes;
         return result;
       },

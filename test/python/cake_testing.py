@@ -85,30 +85,22 @@ def route_id(route) -> str:
     return f"bias_{_DTYPE_NAMES[bias_dtype]}-weight_{_DTYPE_NAMES[weight_dtype]}-policy_{policy}"
 
 
-def _gpu_skip_reason() -> str | None:
-    if not torch.cuda.is_available():
+def _skip_reason(device: str) -> str | None:
+    """Why the kernels cannot run on ``device`` (the message says), or None."""
+    if device == "cuda" and not torch.cuda.is_available():
         return "no CUDA device"
     try:
-        cake.cake_causal_conv1d_train_backward_workspace_bytes(0, 8, "cuda")
-    except RuntimeError as error:  # the message says why the device cannot run
-        return str(error)
-    return None
-
-
-_SKIP_REASON = _gpu_skip_reason()
-#: Marks a test that launches the kernels; skipped with the reason when it cannot.
-requires_cake_gpu = pytest.mark.skipif(_SKIP_REASON is not None, reason=_SKIP_REASON or "")
-
-
-def _cpu_skip_reason() -> str | None:
-    try:
-        cake.cake_causal_conv1d_train_backward_workspace_bytes(0, 8, "cpu")
+        cake.cake_causal_conv1d_train_backward_workspace_bytes(0, 8, device)
     except RuntimeError as error:
         return str(error)
     return None
 
 
-_CPU_SKIP_REASON = _cpu_skip_reason()
+_SKIP_REASON = _skip_reason("cuda")
+#: Marks a test that launches the kernels; skipped with the reason when it cannot.
+requires_cake_gpu = pytest.mark.skipif(_SKIP_REASON is not None, reason=_SKIP_REASON or "")
+
+_CPU_SKIP_REASON = _skip_reason("cpu")
 #: Marks a test that runs the host kernels on the CPU.
 requires_cake_cpu = pytest.mark.skipif(_CPU_SKIP_REASON is not None, reason=_CPU_SKIP_REASON or "")
 
