@@ -9,15 +9,15 @@
 #include "cake/Conversion/Passes.h"
 #include "cake/Dialect/Cake/Transforms/Passes.h"
 
-#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/AffineToStandard/AffineToStandard.h"
-#include "mlir/Conversion/Passes.h"
-#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
 #include "mlir/Conversion/NVGPUToNVVM/NVGPUToNVVM.h"
-#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -27,13 +27,13 @@ using namespace mlir::cake;
 
 void mlir::cake::buildCakeToKernelsPipeline(OpPassManager &pm,
                                             const CakeToPTXOptions &options) {
-  pm.addPass(createCakeTilePass(
-      CakeTilePassOptions{options.vectorChannels, options.blockThreads,
-                          options.stages, options.unroll}));
+  pm.addPass(createCakeTilePass(CakeTilePassOptions{
+      options.vectorChannels, options.blockThreads, options.stages,
+      options.unroll, options.reduceChains}));
   pm.addPass(createConvertCakeToGPUPass(
       ConvertCakeToGPUPassOptions{options.blockThreads}));
-  pm.addPass(createCakeExpandTilesPass(
-      CakeExpandTilesPassOptions{options.fastMath}));
+  pm.addPass(
+      createCakeExpandTilesPass(CakeExpandTilesPassOptions{options.fastMath}));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addNestedPass<gpu::GPUFuncOp>(createCakeStageRowsPass());
   kernels.addNestedPass<gpu::GPUFuncOp>(createCakeUnrollRowsPass());
@@ -92,7 +92,7 @@ void mlir::cake::buildCakeToHostKernelsPipeline(
   // No stages: a CPU's caches and prefetchers keep the rows coming.
   pm.addPass(createCakeTilePass(CakeTilePassOptions{
       options.vectorChannels, DefaultTiling::blockThreads, /*stages=*/0,
-      options.unroll}));
+      options.unroll, DefaultTiling::reduceChains}));
   pm.addPass(createConvertCakeToHostPass());
   pm.addPass(createCakeExpandTilesPass(
       CakeExpandTilesPassOptions{/*fastMath=*/false}));

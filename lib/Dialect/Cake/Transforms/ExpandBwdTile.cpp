@@ -34,20 +34,25 @@ struct BwdRowState {
   SmallVector<Value> window;  // x rows t-width+1 .. t-1, oldest first
   SmallVector<Value> pending; // partial dx of tokens t-1, t-2, ...
   DocCursor doc;
+  InteriorRows interior;
   SmallVector<Value> sums; // dweight per tap, then dbias
 
   SmallVector<Value> values() const {
     SmallVector<Value> all(window);
     llvm::append_range(all, pending);
     llvm::append_range(all, doc.values());
+    llvm::append_range(all, interior.values());
     llvm::append_range(all, sums);
     return all;
   }
   static BwdRowState from(ValueRange values, int64_t history) {
-    return {SmallVector<Value>(values.take_front(history)),
-            SmallVector<Value>(values.slice(history, history)),
-            DocCursor::from(values.slice(2 * history, 3)),
-            SmallVector<Value>(values.drop_front(2 * history + 3))};
+    return {
+        SmallVector<Value>(values.take_front(history)),
+        SmallVector<Value>(values.slice(history, history)),
+        DocCursor::from(values.slice(2 * history, DocCursor::numValues)),
+        InteriorRows::from(values.slice(2 * history + DocCursor::numValues, 2)),
+        SmallVector<Value>(
+            values.drop_front(2 * history + DocCursor::numValues + 2))};
   }
 };
 
@@ -76,13 +81,14 @@ public:
     }
     init.pending.assign(history, r.zeros(f32()));
     init.doc = r.seekDocument(op.getCuSeqlens(), first);
+    init.interior = interiorRowsOf(init.doc);
     init.sums.assign(op.getWidth() + (bias ? 1 : 0), r.zeros(accType));
-    ValueRange results = buildRowLoop(
-        r.builder(), op.getLoc(), first, r.add(op.getEnd(), history),
-        init.values(), op.getTiling(),
-        [&](OpBuilder &, Value token, ValueRange state) {
-          return rowStep(token, BwdRowState::from(state, history));
-        });
+    ValueRange results =
+        buildRowLoop(r.builder(), op.getLoc(), first,
+                     r.add(op.getEnd(), history), init.values(), op.getTiling(),
+                     [&](OpBuilder &, Value token, ValueRange state) {
+                       return rowStep(token, BwdRowState::from(state, history));
+                     });
     storePartials(BwdRowState::from(results, history).sums);
   }
 
@@ -94,15 +100,18 @@ private:
     Value offset = r.rowOffset(x, token, op.getCol(), true);
     Value xRow = r.widen(r.loadRow(x, offset), f32());
     Value dyRow = r.widen(r.loadRow(dy, offset), f32());
-    Value interior = r.both(
-        r.both(r.atLeast(r.sub(token, state.doc.start), r.index(history)),
-               r.lessThan(token, state.doc.next)),
-        r.both(r.lessThan(token, op.getEnd()),
-               r.atLeast(token, r.add(op.getFirst(), history))));
+    Value interior = r.isInterior(token, state.interior);
     return SmallVector<Value>(buildBranches(
         r.builder(), op.getLoc(), interior,
         [&] { return computeRow(token, state, xRow, dyRow, true); },
         [&] { return computeRow(token, state, xRow, dyRow, false); }));
+  }
+
+  /// Rows whose window lies in the tile's document and whose dx is the
+  /// tile's to store: the mask-free path.
+  InteriorRows interiorRowsOf(const DocCursor &doc) {
+    return r.interiorRows(doc, history, r.add(op.getFirst(), history),
+                          op.getEnd());
   }
 
   /// g = dL/dpre of `token`, 0 past the last token.
@@ -111,8 +120,8 @@ private:
     if (op.getActivation() != Activation::silu)
       return dy;
     Value z = op.getSiluGrad() == SiluGrad::bf16 ? r.roundToBF16(pre) : pre;
-    return r.mul(dy, SiluDerivativeOp::create(r.builder(), op.getLoc(), z,
-                                              approx));
+    return r.mul(dy,
+                 SiluDerivativeOp::create(r.builder(), op.getLoc(), z, approx));
   }
 
   SmallVector<Value> computeRow(Value token, BwdRowState state, Value xRow,
@@ -122,16 +131,27 @@ private:
     Value sinceStart;
     if (!interior) {
       state.doc = r.advanceDocument(op.getCuSeqlens(), state.doc, token);
+      state.interior = interiorRowsOf(state.doc);
       sinceStart = r.sub(token, state.doc.start);
       rows = r.documentRows(state.window, xRow, sinceStart);
     }
     Value g = gradient(rows, dyRow);
-    Value tokens = memref::DimOp::create(r.builder(), op.getLoc(), op.getX(), 0);
+    Value tokens =
+        memref::DimOp::create(r.builder(), op.getLoc(), op.getX(), 0);
     if (!interior)
       g = r.select(r.lessThan(token, tokens), g, r.zeros(f32()));
     state.pending = addToPendingDx(token, state.pending, g, sinceStart);
-    Value own = interior ? Value() : r.lessThan(token, op.getEnd());
-    state.sums = accumulate(state.sums, rows, g, own);
+    if (interior) {
+      state.sums = accumulate(state.sums, rows, g);
+    } else {
+      // The rows past the tile only complete dx: their terms are the next
+      // part's. A branch rather than a select per sum; the threads of a warp
+      // share their rows whenever C >= 32 * vector_channels.
+      state.sums = SmallVector<Value>(buildBranches(
+          r.builder(), op.getLoc(), r.lessThan(token, op.getEnd()),
+          [&] { return accumulate(state.sums, rows, g); },
+          [&] { return state.sums; }));
+    }
     state.window.assign(rows.begin() + 1, rows.end());
     return state.values();
   }
@@ -144,8 +164,7 @@ private:
     auto reaching = [&](int64_t back) -> Value {
       if (!sinceStart)
         return g;
-      return r.select(r.atLeast(sinceStart, r.index(back)), g,
-                      r.zeros(f32()));
+      return r.select(r.atLeast(sinceStart, r.index(back)), g, r.zeros(f32()));
     };
     Value finished = r.fma(taps[0], reaching(history), pending[history - 1]);
     Value done = r.add(token, -history);
@@ -153,8 +172,8 @@ private:
     if (!sinceStart) {
       r.storeRow(dx, at, finished);
     } else {
-      Value inTile = r.both(r.atLeast(done, op.getFirst()),
-                            r.lessThan(done, op.getEnd()));
+      Value inTile =
+          r.both(r.atLeast(done, op.getFirst()), r.lessThan(done, op.getEnd()));
       r.storeRowIf(inTile, dx, at, finished);
     }
     SmallVector<Value> next = {r.mul(taps[history], g)};
@@ -164,19 +183,15 @@ private:
     return next;
   }
 
-  /// The weight (and bias) gradient sums with `token`'s terms added, where
-  /// `own` holds (always when null).
+  /// The weight (and bias) gradient sums with `token`'s terms added.
   SmallVector<Value> accumulate(ArrayRef<Value> sums, ArrayRef<Value> rows,
-                                Value g, Value own) {
+                                Value g) {
     Value term = r.widen(g, accType);
     SmallVector<Value> updated;
     for (auto [k, sum] : llvm::enumerate(sums))
       updated.push_back(k < rows.size()
                             ? r.fma(term, r.widen(rows[k], accType), sum)
                             : r.addf(sum, term));
-    if (own)
-      for (auto [k, sum] : llvm::enumerate(sums))
-        updated[k] = r.select(own, updated[k], sum);
     return updated;
   }
 
@@ -190,8 +205,8 @@ private:
       SmallVector<Value> perTap;
       for (int64_t k = 0; k < width; ++k)
         perTap.push_back(vector::ExtractOp::create(b, loc, sums[k], lane));
-      Value column = arith::MulIOp::create(b, loc, r.add(col, lane),
-                                           r.index(width));
+      Value column =
+          arith::MulIOp::create(b, loc, r.add(col, lane), r.index(width));
       r.store(op.getPartials(), {part, column},
               vector::FromElementsOp::create(
                   b, loc, VectorType::get({width}, accType), perTap));

@@ -37,11 +37,12 @@ public:
     SmallVector<Value> init;
     for (int64_t back = history; back >= 1; --back) {
       Value token = r.maxIndex(r.add(first, -back), r.index(0));
-      init.push_back(r.widen(r.loadRow(x, r.rowOffset(x, token, col, true)),
-                             f32()));
+      init.push_back(
+          r.widen(r.loadRow(x, r.rowOffset(x, token, col, true)), f32()));
     }
-    llvm::append_range(init,
-                       r.seekDocument(op.getCuSeqlens(), first).values());
+    DocCursor doc = r.seekDocument(op.getCuSeqlens(), first);
+    llvm::append_range(init, doc.values());
+    llvm::append_range(init, interiorRowsOf(doc).values());
     buildRowLoop(r.builder(), op.getLoc(), first, op.getEnd(), init,
                  op.getTiling(),
                  [&](OpBuilder &, Value token, ValueRange state) {
@@ -55,10 +56,8 @@ private:
   SmallVector<Value> rowStep(Value token, ValueRange state) {
     Value current =
         r.widen(r.loadRow(x, r.rowOffset(x, token, op.getCol(), true)), f32());
-    DocCursor doc = DocCursor::from(state.drop_front(history));
-    Value interior = r.both(r.atLeast(r.sub(token, doc.start),
-                                      r.index(history)),
-                            r.lessThan(token, doc.next));
+    Value interior = r.isInterior(token, InteriorRows::from(state.drop_front(
+                                             history + DocCursor::numValues)));
     return SmallVector<Value>(buildBranches(
         r.builder(), op.getLoc(), interior,
         [&] { return computeRow(token, state, current, /*interior=*/true); },
@@ -69,12 +68,15 @@ private:
   SmallVector<Value> computeRow(Value token, ValueRange state, Value current,
                                 bool interior) {
     SmallVector<Value> window(state.take_front(history));
-    DocCursor doc = DocCursor::from(state.drop_front(history));
+    DocCursor doc = DocCursor::from(state.slice(history, DocCursor::numValues));
+    InteriorRows interiorRows =
+        InteriorRows::from(state.drop_front(history + DocCursor::numValues));
     SmallVector<Value> rows = window;
     rows.push_back(current);
     if (!interior) {
       doc = r.advanceDocument(op.getCuSeqlens(), doc, token);
       rows = r.documentRows(window, current, r.sub(token, doc.start));
+      interiorRows = interiorRowsOf(doc);
     }
     Value out = r.preactivation(taps, rows, bias);
     if (op.getActivation() == Activation::silu)
@@ -84,7 +86,12 @@ private:
     // Masked rows stay masked for later tokens: document starts only grow.
     SmallVector<Value> next(ArrayRef<Value>(rows).drop_front());
     llvm::append_range(next, doc.values());
+    llvm::append_range(next, interiorRows.values());
     return next;
+  }
+
+  InteriorRows interiorRowsOf(const DocCursor &doc) {
+    return r.interiorRows(doc, history, /*low=*/Value(), /*high=*/Value());
   }
 
   FwdTileOp op;

@@ -26,8 +26,8 @@ static uint64_t alignmentOf(int64_t bytes) {
 /// A vector load or store of `type` with the alignment its size implies, so
 /// that it becomes one wide access.
 static llvm::MaybeAlign accessAlignment(VectorType type) {
-  return llvm::MaybeAlign(alignmentOf(
-      type.getNumElements() * type.getElementTypeBitWidth() / 8));
+  return llvm::MaybeAlign(
+      alignmentOf(type.getNumElements() * type.getElementTypeBitWidth() / 8));
 }
 
 Value RowBuilder::index(int64_t value) {
@@ -104,8 +104,8 @@ void RowBuilder::storeRow(const RowView &view, Value offset, Value vector) {
   store(view.flat, {offset}, vector);
 }
 
-void RowBuilder::storeRowIf(Value condition, const RowView &view,
-                            Value offset, Value vector) {
+void RowBuilder::storeRowIf(Value condition, const RowView &view, Value offset,
+                            Value vector) {
   auto branch = scf::IfOp::create(b, loc, condition, /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(branch.thenBlock()->getTerminator());
@@ -126,8 +126,8 @@ Value RowBuilder::zeros(Type elementType) {
 }
 
 Value RowBuilder::roundToBF16(Value vector) {
-  Value rounded = arith::TruncFOp::create(b, loc, vectorOf(b.getBF16Type()),
-                                          vector);
+  Value rounded =
+      arith::TruncFOp::create(b, loc, vectorOf(b.getBF16Type()), vector);
   return arith::ExtFOp::create(b, loc, vector.getType(), rounded);
 }
 
@@ -153,10 +153,9 @@ SmallVector<Value> RowBuilder::loadTaps(Value weight, Value col,
   VectorType rowType = VectorType::get({width}, elementType);
   SmallVector<SmallVector<Value>> perTap(width);
   for (int64_t lane = 0; lane < lanes; ++lane) {
-    Value row = vector::LoadOp::create(b, loc, rowType, weight,
-                                       ValueRange{add(col, lane), index(0)},
-                                       /*nontemporal=*/false,
-                                       accessAlignment(rowType));
+    Value row = vector::LoadOp::create(
+        b, loc, rowType, weight, ValueRange{add(col, lane), index(0)},
+        /*nontemporal=*/false, accessAlignment(rowType));
     for (int64_t k = 0; k < width; ++k) {
       Value tap = vector::ExtractOp::create(b, loc, row, k);
       if (tap.getType() != b.getF32Type())
@@ -175,9 +174,9 @@ Value RowBuilder::loadBias(Value bias, Value col) {
   if (!bias)
     return Value();
   VectorType type = vectorOf(cast<MemRefType>(bias.getType()).getElementType());
-  Value row = vector::LoadOp::create(b, loc, type, bias, ValueRange{col},
-                                     /*nontemporal=*/false,
-                                     accessAlignment(type));
+  Value row =
+      vector::LoadOp::create(b, loc, type, bias, ValueRange{col},
+                             /*nontemporal=*/false, accessAlignment(type));
   return widen(row, b.getF32Type());
 }
 
@@ -208,13 +207,12 @@ DocCursor RowBuilder::seekDocument(Value cuSeqlens, Value token) {
         Value mid = arith::ShRUIOp::create(
             b, loc, arith::AddIOp::create(b, loc, bounds[0], bounds[1]),
             index(1));
-        Value atOrBelow = arith::CmpIOp::create(
-            b, loc, arith::CmpIPredicate::sle, loadEntry(cuSeqlens, mid),
-            token);
-        scf::YieldOp::create(
-            b, loc,
-            ValueRange{select(atOrBelow, mid, bounds[0]),
-                       select(atOrBelow, bounds[1], mid)});
+        Value atOrBelow =
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
+                                  loadEntry(cuSeqlens, mid), token);
+        scf::YieldOp::create(b, loc,
+                             ValueRange{select(atOrBelow, mid, bounds[0]),
+                                        select(atOrBelow, bounds[1], mid)});
       });
   Value doc = search.getResult(0);
   return {doc, loadEntry(cuSeqlens, doc), nextStart(cuSeqlens, doc)};
@@ -239,6 +237,18 @@ DocCursor RowBuilder::advanceDocument(Value cuSeqlens, const DocCursor &cursor,
             ValueRange{docIndex, at.next, nextStart(cuSeqlens, docIndex)});
       });
   return DocCursor::from(walk.getResults());
+}
+
+InteriorRows RowBuilder::interiorRows(const DocCursor &doc, int64_t history,
+                                      Value low, Value high) {
+  Value begin = add(doc.start, history);
+  if (low)
+    begin = maxIndex(begin, low);
+  return {begin, high ? minIndex(doc.next, high) : doc.next};
+}
+
+Value RowBuilder::isInterior(Value token, const InteriorRows &rows) {
+  return both(atLeast(token, rows.begin), lessThan(token, rows.end));
 }
 
 SmallVector<Value> RowBuilder::documentRows(ArrayRef<Value> window,

@@ -23,10 +23,22 @@ struct DocCursor {
   Value start;
   Value next;
 
+  static constexpr size_t numValues = 3;
   SmallVector<Value> values() const { return {index, start, next}; }
   static DocCursor from(ValueRange values) {
     return {values[0], values[1], values[2]};
   }
+};
+
+/// The tokens [begin, end) that take a row loop's mask-free path while its
+/// cursor stays in one document. Carried next to the cursor and recomputed
+/// only when it moves, so that each row tests two bounds.
+struct InteriorRows {
+  Value begin;
+  Value end;
+
+  SmallVector<Value> values() const { return {begin, end}; }
+  static InteriorRows from(ValueRange values) { return {values[0], values[1]}; }
 };
 
 /// A token buffer ([S, C]) seen as one flat run of S * C elements: a thread
@@ -97,6 +109,13 @@ public:
   /// (at or after the cursor's). Ends whatever cu_seqlens holds.
   DocCursor advanceDocument(Value cuSeqlens, const DocCursor &cursor,
                             Value token);
+
+  /// The tokens of `doc` at least `history` deep into it, and also at or after
+  /// `low` and before `high` where those are given.
+  InteriorRows interiorRows(const DocCursor &doc, int64_t history, Value low,
+                            Value high);
+  /// Whether `token` is in `rows`.
+  Value isInterior(Value token, const InteriorRows &rows);
 
   /// The rows the taps multiply: `window` (oldest first) with the rows before
   /// the document start zeroed, then `current`. `sinceStart` is the token's

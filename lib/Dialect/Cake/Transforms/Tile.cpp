@@ -24,8 +24,8 @@ namespace {
 /// returning the induction variables.
 ValueRange buildForall(PatternRewriter &rewriter, Location loc,
                        ArrayRef<OpFoldResult> extents) {
-  auto forall = scf::ForallOp::create(rewriter, loc, extents, ValueRange(),
-                                      std::nullopt);
+  auto forall =
+      scf::ForallOp::create(rewriter, loc, extents, ValueRange(), std::nullopt);
   rewriter.setInsertionPoint(forall.getBody()->getTerminator());
   return forall.getInductionVars();
 }
@@ -142,35 +142,32 @@ struct TileConv1dBwd : OpRewritePattern<Conv1dBwdOp> {
   TilingAttr defaultTiling;
 };
 
-/// Independent running sums a column is split into: as many loads in flight
-/// per thread.
-constexpr int64_t kSumChains = 8;
-
-/// The sum over rows of one column of `partials`, in a fixed order: eight
-/// running sums over the rows r = j (mod 8) of the first 8 * floor(R / 8)
-/// rows, combined pairwise ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)),
-/// then the remaining rows in order. The order never depends on scheduling,
-/// so the result is bitwise reproducible.
-Value sumColumn(OpBuilder &b, Location loc, Value partials, Value column) {
+/// The sum over rows of one column of `partials`, in a fixed order: `chains`
+/// running sums over the rows r = j (mod chains) of the first
+/// chains * floor(R / chains) rows, combined pairwise ((s0 + s1) + (s2 + s3))
+/// + ..., then the remaining rows in order. The order never depends on
+/// scheduling, so the result is bitwise reproducible for a given `chains`.
+Value sumColumn(OpBuilder &b, Location loc, Value partials, Value column,
+                int64_t chains) {
   Type accType = cast<MemRefType>(partials.getType()).getElementType();
   auto index = [&](int64_t v) -> Value {
     return arith::ConstantIndexOp::create(b, loc, v);
   };
   Value rows = memref::DimOp::create(b, loc, partials, 0);
   Value blocked = arith::MulIOp::create(
-      b, loc, arith::DivUIOp::create(b, loc, rows, index(kSumChains)),
-      index(kSumChains));
+      b, loc, arith::DivUIOp::create(b, loc, rows, index(chains)),
+      index(chains));
   Value zero =
       arith::ConstantOp::create(b, loc, accType, b.getFloatAttr(accType, 0));
   auto load = [&](OpBuilder &b, Value row) -> Value {
     return memref::LoadOp::create(b, loc, partials, ValueRange{row, column});
   };
   auto interleaved = scf::ForOp::create(
-      b, loc, index(0), blocked, index(kSumChains),
-      SmallVector<Value>(kSumChains, zero),
+      b, loc, index(0), blocked, index(chains),
+      SmallVector<Value>(chains, zero),
       [&](OpBuilder &b, Location loc, Value row, ValueRange sums) {
         SmallVector<Value> next;
-        for (int64_t j = 0; j < kSumChains; ++j) {
+        for (int64_t j = 0; j < chains; ++j) {
           Value r = arith::AddIOp::create(b, loc, row, index(j));
           next.push_back(arith::AddFOp::create(b, loc, sums[j], load(b, r)));
         }
@@ -195,7 +192,8 @@ Value sumColumn(OpBuilder &b, Location loc, Value partials, Value column) {
 
 /// One column per iteration, summed by sumColumn.
 struct TilePartialsReduce : OpRewritePattern<PartialsReduceOp> {
-  using OpRewritePattern::OpRewritePattern;
+  TilePartialsReduce(MLIRContext *context, int64_t chains)
+      : OpRewritePattern(context), chains(chains) {}
 
   LogicalResult matchAndRewrite(PartialsReduceOp op,
                                 PatternRewriter &rewriter) const override {
@@ -205,15 +203,15 @@ struct TilePartialsReduce : OpRewritePattern<PartialsReduceOp> {
     Value widthValue = arith::ConstantIndexOp::create(rewriter, loc, width);
     Value weightColumns =
         arith::MulIOp::create(rewriter, loc, channels, widthValue);
-    Value columns = op.getDbias() ? arith::AddIOp::create(rewriter, loc,
-                                                          weightColumns,
-                                                          channels)
-                                        .getResult()
-                                  : weightColumns;
+    Value columns =
+        op.getDbias()
+            ? arith::AddIOp::create(rewriter, loc, weightColumns, channels)
+                  .getResult()
+            : weightColumns;
 
     OpBuilder::InsertionGuard guard(rewriter);
     Value column = buildForall(rewriter, loc, {columns})[0];
-    Value sum = sumColumn(rewriter, loc, op.getPartials(), column);
+    Value sum = sumColumn(rewriter, loc, op.getPartials(), column, chains);
     auto store = [&](OpBuilder &b, Value dest, ValueRange indices) {
       Type elementType = cast<MemRefType>(dest.getType()).getElementType();
       Value value = sum;
@@ -246,6 +244,8 @@ struct TilePartialsReduce : OpRewritePattern<PartialsReduceOp> {
     rewriter.eraseOp(op);
     return success();
   }
+
+  int64_t chains;
 };
 
 struct CakeTilePass : cake::impl::CakeTilePassBase<CakeTilePass> {
@@ -259,8 +259,13 @@ struct CakeTilePass : cake::impl::CakeTilePassBase<CakeTilePass> {
         /*minBlocks=*/int64_t(0));
     if (!defaultTiling)
       return signalPassFailure();
+    if (reduceChains < 1 || !llvm::isPowerOf2_64(reduceChains)) {
+      emitError() << "reduce-chains must be a power of two, got "
+                  << int64_t(reduceChains);
+      return signalPassFailure();
+    }
     RewritePatternSet patterns(&getContext());
-    populateCakeTilePatterns(patterns, defaultTiling);
+    populateCakeTilePatterns(patterns, defaultTiling, reduceChains);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     WalkResult leftOver = getOperation()->walk([](Operation *op) {
@@ -278,8 +283,9 @@ struct CakeTilePass : cake::impl::CakeTilePassBase<CakeTilePass> {
 } // namespace
 
 void mlir::cake::populateCakeTilePatterns(RewritePatternSet &patterns,
-                                          TilingAttr defaultTiling) {
+                                          TilingAttr defaultTiling,
+                                          int64_t reduceChains) {
   patterns.add<TileConv1dFwd, TileConv1dBwd>(patterns.getContext(),
                                              defaultTiling);
-  patterns.add<TilePartialsReduce>(patterns.getContext());
+  patterns.add<TilePartialsReduce>(patterns.getContext(), reduceChains);
 }

@@ -50,25 +50,34 @@ func.func @fwd(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %b
 // The backward under the fp32 policy: rows to end + 3 (the dx of the tile's
 // last tokens needs the g of 3 more), SiLU' never approximated, f64 sums of
 // the 4 taps and the bias, stored as partial row `part`: 4 taps per channel,
-// then the bias sums at 4 * C + col. Masks are selects, also for the tokens a
-// row does not own.
+// then the bias sums at 4 * C + col. The loop carries the rows that take the
+// mask-free path, [max(start + 3, first + 3), min(next, end)), next to the
+// cursor. Masks are selects; a row past the tile adds no terms (a branch).
 // CHECK-LABEL: func.func @bwd_fp32
 // CHECK-SAME: %[[DX:[a-z0-9]+]]: memref<?x?xbf16>, %[[P:[a-z0-9]+]]: memref<?x?xf64>, %[[FIRST:[a-z0-9]+]]: index, %[[END:[a-z0-9]+]]: index, %[[COL:[a-z0-9]+]]: index, %[[PART:[a-z0-9]+]]: index)
 // CHECK: %[[DXF:.*]] = memref.collapse_shape %[[DX]]
 // CHECK: %[[WALK:.*]] = arith.addi %[[END]], %c3
-// CHECK: %[[SUMS:.*]]:14 = scf.for %{{.*}} = %[[FIRST]] to %[[WALK]] step %c1
+// CHECK: %[[SUMS:.*]]:16 = scf.for %[[T:.*]] = %[[FIRST]] to %[[WALK]] step %c1 iter_args({{.*}}, %[[BEGIN:[a-z0-9]+]] = %{{.*}}, %[[UNTIL:[a-z0-9]+]] = %{{.*}}, %{{.*}} = %cst, %{{.*}} = %cst, %{{.*}} = %cst, %{{.*}} = %cst, %{{.*}} = %cst)
+// CHECK-DAG: arith.cmpi slt, %[[T]], %[[UNTIL]]
+// CHECK-DAG: arith.cmpi sge, %[[T]], %[[BEGIN]]
 // CHECK:   scf.if
 // CHECK:     cake.silu_derivative %{{.*}} : vector<4xf32>
 // CHECK:     vector.store %{{.*}}, %[[DXF]]
 // CHECK:     vector.fma %{{.*}} : vector<4xf64>
 // CHECK:   } else {
+// CHECK:     scf.while
+// CHECK:     arith.maxsi
+// CHECK:     arith.minsi %{{.*}}, %[[END]]
 // CHECK:     scf.if
 // CHECK:       vector.store %{{.*}}, %[[DXF]]
-// CHECK:     arith.select %{{.*}} : vector<4xf64>
+// CHECK:     %[[OWN:.*]] = arith.cmpi slt, %[[T]], %[[END]]
+// CHECK:     scf.if %[[OWN]] -> (vector<4xf64>, vector<4xf64>, vector<4xf64>, vector<4xf64>, vector<4xf64>)
+// CHECK-COUNT-4: vector.fma %{{.*}} : vector<4xf64>
+// CHECK-NOT: arith.select %{{.*}} : vector<4xf64>
 // CHECK: } {cake.row_loop =
 // CHECK: vector.store %{{.*}}, %[[P]][%[[PART]], %{{.*}}] {alignment = 16 : i64} : memref<?x?xf64>, vector<4xf64>
 // CHECK: %[[BIASCOL:.*]] = arith.addi %{{.*}}, %[[COL]]
-// CHECK: vector.store %[[SUMS]]#13, %[[P]][%[[PART]], %[[BIASCOL]]]
+// CHECK: vector.store %[[SUMS]]#15, %[[P]][%[[PART]], %[[BIASCOL]]]
 func.func @bwd_fp32(%x: memref<?x?xbf16>, %w: memref<?x4xbf16>, %cu: memref<?xi32>, %dy: memref<?x?xbf16>,
                     %b: memref<?xf32>, %dx: memref<?x?xbf16>, %p: memref<?x?xf64>,
                     %first: index, %end: index, %col: index, %part: index) {

@@ -10,3 +10,6 @@ func.func @channels(%x: memref<?x12xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi3
 
 // RUN: not cake-opt %s --cake-tile="block-threads=100 stages=2" 2>&1 | FileCheck %s --check-prefix=BADOPTS
 // BADOPTS: block_threads (100) must be a multiple of 32 up to 1024
+
+// RUN: not cake-opt %s --cake-tile="reduce-chains=6" 2>&1 | FileCheck %s --check-prefix=BADCHAINS
+// BADCHAINS: reduce-chains must be a power of two, got 6

@@ -1,5 +1,6 @@
 // RUN: cake-opt %s --split-input-file --cake-tile | FileCheck %s
 // RUN: cake-opt %s --split-input-file --cake-tile="vector-channels=4 block-threads=256 stages=2 unroll=4" | FileCheck %s --check-prefix=OPTS
+// RUN: cake-opt %s --split-input-file --cake-tile="reduce-chains=32" | FileCheck %s --check-prefix=CHAINS
 
 // The forward becomes one forall over (part, group) pairs, groups fastest;
 // part p covers the tokens [p * S / parts, (p + 1) * S / parts).
@@ -94,6 +95,15 @@ func.func @bwd(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %d
 }
 
 // -----
+
+// reduce-chains sets the running sums per column (loads in flight), still
+// combined pairwise in a fixed order.
+// CHAINS-LABEL: func.func @reduce_f64
+// CHAINS: %[[S:.*]]:32 = scf.for %{{.*}} = %c0 to %{{.*}} step %c32 iter_args
+// CHAINS-COUNT-32: memref.load
+// CHAINS: scf.yield
+// CHAINS-COUNT-31: arith.addf %{{.*}}, %{{.*}} : f64
+// CHAINS: scf.for %{{.*}} step %c1
 
 // f64 partial sums are rounded to the gradient's type once, after the sum.
 // CHECK-LABEL: func.func @reduce_f64

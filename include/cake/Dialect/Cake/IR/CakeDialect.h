@@ -17,6 +17,9 @@ struct DefaultTiling {
   static constexpr int64_t blockThreads = 128;
   static constexpr int64_t stages = 4;
   static constexpr int64_t unroll = 4;
+  /// Independent running sums per column of the weight-gradient reduction:
+  /// as many loads in flight per thread.
+  static constexpr int64_t reduceChains = 8;
 };
 } // namespace mlir::cake
 

@@ -37,6 +37,11 @@ struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
   PassOptions::Option<int64_t> unroll{
       *this, "unroll", llvm::cl::desc("Rows per iteration of the row loop"),
       llvm::cl::init(DefaultTiling::unroll)};
+  PassOptions::Option<int64_t> reduceChains{
+      *this, "reduce-chains",
+      llvm::cl::desc("Running sums per column of the weight-gradient "
+                     "reduction"),
+      llvm::cl::init(DefaultTiling::reduceChains)};
   PassOptions::Option<bool> fastMath{
       *this, "fast-math",
       llvm::cl::desc("Let the activation use hardware approximations"),

@@ -24,9 +24,10 @@ namespace cake {
 #include "cake/Dialect/Cake/Transforms/Passes.h.inc"
 
 /// Patterns that rewrite the op-level cake ops into foralls of tiles, with
-/// `defaultTiling` for ops without a `#cake.tiling`.
+/// `defaultTiling` for ops without a `#cake.tiling`; each column of a
+/// reduction is summed in `reduceChains` interleaved running sums.
 void populateCakeTilePatterns(RewritePatternSet &patterns,
-                              TilingAttr defaultTiling);
+                              TilingAttr defaultTiling, int64_t reduceChains);
 
 /// Marks the `scf.for` over a tile's rows with the tile's `#cake.tiling`:
 /// cake-expand-tiles unrolls it, cake-stage-rows stages its loads.

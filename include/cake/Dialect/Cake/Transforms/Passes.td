@@ -53,6 +53,10 @@ def CakeTilePass : Pass<"cake-tile"> {
     Option<"unroll", "unroll", "int64_t",
            /*default=*/"::mlir::cake::DefaultTiling::unroll",
            "Rows per iteration of the row loop">,
+    Option<"reduceChains", "reduce-chains", "int64_t",
+           /*default=*/"::mlir::cake::DefaultTiling::reduceChains",
+           "Running sums per column of cake.partials_reduce (a power of "
+           "two): loads in flight per thread">,
   ];
 }
 
@@ -70,7 +74,11 @@ def CakeExpandTilesPass : Pass<"cake-expand-tiles"> {
     Each row takes one of two paths: rows at least `width - 1` tokens into
     their document, inside the tile, take a path with no masks; the others
     advance the document cursor (cu_seqlens is read as the walk crosses
-    document starts) and mask what crosses a document boundary. Indices are
+    document starts) and mask what crosses a document boundary. The loop
+    carries the bounds of the mask-free rows next to the cursor, recomputed
+    only when the cursor moves, so a row tests two bounds. In the backward,
+    rows past the tile (they complete its last dx) skip the weight-gradient
+    terms by a branch. Indices are
     `index`, so S * C past 2^31 works, and every access stays inside its
     buffer whatever `cu_seqlens` holds.
 
