@@ -67,10 +67,14 @@ class NoLaunch:
     def backward_workspace_bytes(channels, device_index):
         return channels * 5 * 8 * 132  # H200's size: 132 parts of fp64 partial rows
 
+    # The manifest's rules, which need no launch.
     @staticmethod
     def alignments(*args):
-        # The manifest's rules, which need no launch.
         return importlib.import_module("cake._C").alignments(*args)
+
+    @staticmethod
+    def launch_contract():
+        return importlib.import_module("cake._C").launch_contract()
 
 
 def mock_launches() -> None:
