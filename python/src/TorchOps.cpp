@@ -90,9 +90,10 @@ std::optional<int> runtimeDevice(c10::Device device) {
 StreamHandle currentStream(c10::Device device) {
   if (device.is_cpu())
     return 0;
-  c10::Stream stream =
-      c10::impl::getDeviceGuardImpl(device.type())->getStream(device);
-  return reinterpret_cast<StreamHandle>(stream.native_handle());
+  const c10::impl::DeviceGuardImplInterface *impl =
+      c10::impl::getDeviceGuardImpl(device.type());
+  return reinterpret_cast<StreamHandle>(
+      impl->getStreamNativeHandle(impl->getStream(device)));
 }
 
 /// backwardWorkspaceBytes, computed once per (C, device).
