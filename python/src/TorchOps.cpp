@@ -369,12 +369,12 @@ Grads pythonBackward(const Inputs &in, const Tensor &dy, Policy policy) {
           wrap(in.x), wrap(in.weight), wrap(in.cuSeqlens), wrap(dy),
           py::arg("bias") = wrap(in.bias),
           py::arg("silu_grad_preactivation") = nameOf(policy));
-  auto [dx, dweight, dbias] = grads.cast<std::tuple<py::handle, py::handle,
-                                                    py::handle>>();
   Grads result;
-  unpack(dx, result[0]);
-  unpack(dweight, result[1]);
-  unpack(dbias, result[2], true);
+  for (size_t i = 0; i < result.size(); ++i) {
+    PyObject *grad = py::tuple(grads)[i].ptr();
+    if (THPVariable_Check(grad)) // dbias is None without bias
+      result[i] = THPVariable_Unpack(grad);
+  }
   return result;
 }
 
