@@ -6,7 +6,9 @@ where it is silent: docs/python-api.md). Everything runs on the current CUDA str
 never reads ``cu_seqlens`` on the host, never synchronizes, and can be captured in a
 CUDA graph or compiled with ``torch.compile(fullgraph=True)``.
 
-In eager mode the functions here take a launch plan from ``_ops`` (cached per tensor
+In eager mode the functions here first offer the call to the C++ route
+(``_ops.torch_ops``, when loaded), which runs the common valid call and returns None
+for any other; otherwise they take a launch plan from ``_ops`` (cached per tensor
 signature; the metadata checks run on each miss) and launch directly: the custom-op
 dispatch costs more host time than all the rest (docs/host-overhead.md). Under
 torch.compile (and other tracing), they check their arguments (metadata only, so
