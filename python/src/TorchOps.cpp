@@ -160,8 +160,7 @@ bool checkInputs(Inputs &in) {
   std::optional<DType> biasDtype = DType::None;
   if (in.bias.defined()) {
     biasDtype = paramDType(in.bias);
-    if (!biasDtype ||
-        !usable(in.bias, x.device(), in.bias.scalar_type(), {C}))
+    if (!biasDtype || !usable(in.bias, x.device(), in.bias.scalar_type(), {C}))
       return false;
   }
   in.S = x.numel() / C;
@@ -250,13 +249,12 @@ Tensor tryForward(Inputs &in, const Tensor &out, const Tensor &workspace) {
   if (!checkInputs(in))
     return {};
   c10::Device device = in.x.device();
-  if ((out.defined() &&
-       !usable(out, device, at::kBFloat16, in.x.sizes())) ||
+  if ((out.defined() && !usable(out, device, at::kBFloat16, in.x.sizes())) ||
       (workspace.defined() &&
        (workspace.scalar_type() != at::kInt || !usable(workspace, device))))
     return {};
-  std::array<const Tensor *, 6> tensors{&in.x,        &in.weight, &in.cuSeqlens,
-                                        &in.bias,     &out,       &workspace};
+  std::array<const Tensor *, 6> tensors{&in.x,    &in.weight, &in.cuSeqlens,
+                                        &in.bias, &out,       &workspace};
   if (recordsGrad(tensors) || overlap(tensors, 4))
     return {};
   bumpVersions({&out, &workspace});
@@ -277,8 +275,8 @@ std::optional<Grads> tryBackward(Inputs &in, const Tensor &dy, Policy policy,
   int64_t bytes = workspaceBytes(in.C, in.device);
   if (!usable(dy, device, at::kBFloat16, in.x.sizes()) ||
       (dx.defined() && !usable(dx, device, at::kBFloat16, in.x.sizes())) ||
-      (dweight.defined() && !usable(dweight, device, in.weight.scalar_type(),
-                                    in.weight.sizes())) ||
+      (dweight.defined() &&
+       !usable(dweight, device, in.weight.scalar_type(), in.weight.sizes())) ||
       (dbias.defined() &&
        (!in.bias.defined() ||
         !usable(dbias, device, in.bias.scalar_type(), in.bias.sizes()))) ||
@@ -286,9 +284,9 @@ std::optional<Grads> tryBackward(Inputs &in, const Tensor &dy, Policy policy,
        (!usable(workspace, device) ||
         workspace.numel() * workspace.element_size() < bytes)))
     return std::nullopt;
-  std::array<const Tensor *, 9> tensors{
-      &in.x, &in.weight, &in.cuSeqlens, &in.bias,  &dy,
-      &dx,   &dweight,   &dbias,        &workspace};
+  std::array<const Tensor *, 9> tensors{&in.x,    &in.weight, &in.cuSeqlens,
+                                        &in.bias, &dy,        &dx,
+                                        &dweight, &dbias,     &workspace};
   if (recordsGrad(tensors) || overlap(tensors, 5))
     return std::nullopt;
   bumpVersions({&dx, &dweight, &dbias, &workspace});
@@ -413,7 +411,8 @@ py::object forwardEntry(py::handle x, py::handle weight, py::handle cuSeqlens,
   Inputs in;
   Tensor outTensor, workspaceTensor;
   if (!unpackInputs(x, weight, cuSeqlens, bias, in) ||
-      !unpack(out, outTensor, true) || !unpack(workspace, workspaceTensor, true))
+      !unpack(out, outTensor, true) ||
+      !unpack(workspace, workspaceTensor, true))
     return py::none();
   Tensor y;
   {
@@ -477,8 +476,8 @@ PYBIND11_MODULE(_torch_ops, m) {
         "cake_causal_conv1d_train_forward's eager call: y, or None.");
   m.def("backward", &backwardEntry, py::arg("x"), py::arg("weight"),
         py::arg("cu_seqlens"), py::arg("dy"), py::arg("bias"),
-        py::arg("silu_grad_preactivation"), py::arg("workspace"),
-        py::arg("dx"), py::arg("dweight"), py::arg("dbias"),
+        py::arg("silu_grad_preactivation"), py::arg("workspace"), py::arg("dx"),
+        py::arg("dweight"), py::arg("dbias"),
         "cake_causal_conv1d_train_backward's eager call: (dx, dweight, "
         "dbias), or None.");
   m.def("conv1d", &conv1dEntry, py::arg("x"), py::arg("weight"),
