@@ -123,7 +123,7 @@ bool usable(const Tensor &t, c10::Device device) {
          reinterpret_cast<uintptr_t>(t.data_ptr()) % contract().align == 0;
 }
 
-/// `usable`, of `dtype` and, unless empty, `sizes`.
+/// `usable`, of `dtype` and `sizes`.
 bool usable(const Tensor &t, c10::Device device, at::ScalarType dtype,
             c10::IntArrayRef sizes) {
   return t.scalar_type() == dtype && t.sizes() == sizes && usable(t, device);
