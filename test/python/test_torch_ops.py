@@ -75,6 +75,7 @@ def test_the_route_is_torch_ops_whenever_it_was_built_for_this_torch():
 
 
 def test_another_torch_version_falls_back_to_the_python_route(monkeypatch):
+    monkeypatch.delenv("CAKE_TORCH_OPS", raising=False)
     monkeypatch.setattr(torch, "__version__", "2.4.0")
     module, why = _ops._load_torch_ops()
     if importlib.util.find_spec("cake._torch_ops_version") is not None:
