@@ -11,13 +11,22 @@ than host only when the GPU, not the host, is the limit). The reference is
 `y.add_(0)`, one aten op on the same tensor, measured in the same run; the targets of
 issue 9 (docs/host-overhead.md) are checked against the host numbers.
 
-    python benchmarks/bench_host_overhead.py [--S 512] [--C 256] [--calls 2000] [--json PATH]
-    python benchmarks/bench_host_overhead.py --mock-launch   # no GPU: CPU-side estimate
+Cake's cases run on each eager route there is (docs/host-overhead.md): "torch_ops"
+(the C++ route, cake._torch_ops, when loaded) and "python" (the plans and direct
+launches); the targets are checked for each.
 
-(with cake installed, or PYTHONPATH=python from the source tree). ``--mock-launch``
-runs on CPU tensors with cake._C's launches replaced by no-ops: it measures the
-Python side alone (plans, checks, allocations, autograd), a CPU-side estimate that
-leaves out the launches' own cost; the aten reference then runs on the CPU too.
+    python benchmarks/bench_host_overhead.py [--S 512] [--C 256] [--calls 2000] [--json PATH]
+    python benchmarks/bench_host_overhead.py --cpu --S 0   # no GPU: CPU-side, real host path
+    python benchmarks/bench_host_overhead.py --mock-launch  # no GPU: the Python route alone
+
+(with cake installed, or PYTHONPATH=python from the source tree). ``--cpu`` runs on
+CPU tensors with the real host kernels, both routes: with ``--S 0`` the kernels do
+next to nothing (the backward's reduce writes zeros), so it measures what each route
+costs the CPU around a launch. ``--mock-launch`` runs on CPU tensors with cake._C's
+launches replaced by no-ops: the Python route's own side (plans, checks,
+allocations, autograd) without the launches; the C++ route, which calls the runtime
+itself, is not run. Either is a CPU-side estimate, not a GPU result; the aten
+reference then runs on the CPU too.
 """
 
 from __future__ import annotations
@@ -58,16 +67,31 @@ class NoLaunch:
     def backward_workspace_bytes(channels, device_index):
         return channels * 5 * 8 * 132  # H200's size: 132 parts of fp64 partial rows
 
+    # The manifest's rules, which need no launch.
     @staticmethod
     def alignments(*args):
-        # The manifest's rules, which need no launch.
         return importlib.import_module("cake._C").alignments(*args)
+
+    @staticmethod
+    def launch_contract():
+        return importlib.import_module("cake._C").launch_contract()
 
 
 def mock_launches() -> None:
     """Every device "supported" by NoLaunch, on a stream handle of 0."""
     _ops._load_extension = lambda: (NoLaunch, "")
     _ops._target = lambda device: (None, 0, lambda: 0)
+
+
+#: The cases that do not call Cake: timed once, not per route.
+REFERENCES = (
+    "aten y.add_(0)",
+    "aten add_(0), 8 elements",
+    "custom op cake::causal_conv1d_fwd",
+    "aten silu forward + backward (autograd)",
+    "launch alone: cake._C.forward",
+    "launch alone: cake._C.backward",
+)
 
 
 def cases(S: int, C: int, docs: int, dev: torch.device) -> list[tuple[str, Callable[[], object]]]:
@@ -91,6 +115,21 @@ def cases(S: int, C: int, docs: int, dev: torch.device) -> list[tuple[str, Calla
 
     def aten_silu_step():
         torch.autograd.grad(torch.nn.functional.silu(leaves[0]), leaves[0], dy)
+
+    # The runtime's launches with the pointers ready: what no route can save.
+    extension, index = _ops.require_supported(dev)
+    stream = _ops._target(dev)[2]
+    pointers = [t.data_ptr() for t in (x, w, cu, b)]
+    dtypes = ("f32", "f32")
+
+    def launch_forward():
+        extension.forward(*pointers, y.data_ptr(), S, C, docs, *dtypes, index, stream())
+
+    def launch_backward():
+        extension.backward(
+            *pointers, dy.data_ptr(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
+            workspace.data_ptr(), S, C, docs, *dtypes, "bf16", index, stream(),
+        )  # fmt: skip
 
     small = torch.zeros(8, device=dev)
     return [
@@ -123,6 +162,8 @@ def cases(S: int, C: int, docs: int, dev: torch.device) -> list[tuple[str, Calla
         ("cake_causal_conv1d forward (requires_grad)", autograd_forward),
         ("cake_causal_conv1d forward + backward (autograd)", autograd_step),
         ("aten silu forward + backward (autograd)", aten_silu_step),
+        ("launch alone: cake._C.forward", launch_forward),
+        ("launch alone: cake._C.backward", launch_backward),
     ]
 
 
@@ -152,15 +193,27 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed loops per case; best kept")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers to PATH")
     parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="CPU tensors, the real host kernels: a CPU-side estimate, not a GPU result",
+    )
+    parser.add_argument(
         "--mock-launch",
         action="store_true",
-        help="CPU tensors, launches replaced by no-ops: a CPU-side estimate, not a GPU result",
+        help="CPU tensors, launches replaced by no-ops, the Python route only: a CPU-side "
+        "estimate, not a GPU result",
     )
     args = parser.parse_args()
+    routes = {"torch_ops": _ops.torch_ops, "python": None}
+    if routes["torch_ops"] is None or args.mock_launch:
+        del routes["torch_ops"]
     if args.mock_launch:
         mock_launches()
         dev, sync = torch.device("cpu"), lambda: None
         machine = "no GPU: CPU-side estimate, launches replaced by no-ops (--mock-launch)"
+    elif args.cpu:
+        dev, sync = torch.device("cpu"), lambda: None
+        machine = "no GPU: CPU-side estimate, host kernels (--cpu)"
     elif torch.cuda.is_available():
         dev, sync = torch.device("cuda"), torch.cuda.synchronize
         machine = torch.cuda.get_device_name()
@@ -173,32 +226,44 @@ def main() -> int:
         "torch": torch.__version__,
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": shlex.join([sys.executable] + sys.argv),
+        "eager route": "{} ({})".format(*_ops.eager_route()),
         "shape": {"S": args.S, "C": args.C, "docs": args.docs},
         "timing": f"{args.warmup} warm-up calls, then the best of {args.repeats} loops of "
         f"{args.calls} calls with one synchronize at the end",
     }
     for key, value in meta.items():
         print(f"{key}: {value}")
-    results = {}
-    for name, fn in cases(args.S, args.C, args.docs, dev):
-        runs = [time_case(fn, args.warmup, args.calls, sync) for _ in range(args.repeats)]
-        host, wall = min(runs, key=lambda r: r[1])
-        results[name] = {"host_us": host, "wall_us": wall}
+    results, active = {}, _ops.torch_ops
+    for route, extension in routes.items():
+        _ops.torch_ops = extension
+        for name, fn in cases(args.S, args.C, args.docs, dev):
+            if name in REFERENCES and name in results:
+                continue
+            runs = [time_case(fn, args.warmup, args.calls, sync) for _ in range(args.repeats)]
+            host, wall = min(runs, key=lambda r: r[1])
+            key = name if name in REFERENCES else f"{name} [{route}]"
+            results[key] = {"host_us": host, "wall_us": wall}
+    _ops.torch_ops = active
 
     aten = results["aten y.add_(0)"]["host_us"]
     print()
-    print("| case | host us/call | wall us/call | host / aten add_ |")
+    print("| case [route] | host us/call | wall us/call | host / aten add_ |")
     print("|---|---|---|---|")
     for name, r in results.items():
         print(f"| {name} | {r['host_us']:.1f} | {r['wall_us']:.1f} | {r['host_us'] / aten:.1f}x |")
     targets = {
-        name: {"target_us": limit, "host_us": results[name]["host_us"]}
+        f"{name} [{route}]": {
+            "target_us": limit,
+            "host_us": results[f"{name} [{route}]"]["host_us"],
+        }
+        for route in routes
         for name, limit in TARGETS.items()
     }
     print()
+    cpu_side = args.mock_launch or args.cpu
     for name, t in targets.items():
         verdict = "met" if t["host_us"] <= t["target_us"] else "MISSED"
-        suffix = " (CPU-side estimate, not the H200 result)" if args.mock_launch else ""
+        suffix = " (CPU-side estimate, not the H200 result)" if cpu_side else ""
         print(f"target {name}: <= {t['target_us']:.0f} us, {t['host_us']:.1f}: {verdict}{suffix}")
     if args.json:
         with open(args.json, "w") as f:

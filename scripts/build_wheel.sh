@@ -13,11 +13,16 @@
 #
 # The extension is built for the Python of CAKE_WHEEL_PYTHON, by default
 # python3.12 (the GPU machine's Python), found on PATH or under pyenv, in a
-# virtual environment of its own with pybind11 and scikit-build-core only:
-# building needs no torch. Checks: cake/_C needs no library but libc, libm,
-# libstdc++ and libgcc_s (the runtime dlopens libcuda.so.1 when first used),
-# and it imports from a fresh `pip install --no-deps --no-index --target`
-# without loading any LLVM, MLIR or CUDA library.
+# virtual environment of its own with pybind11, scikit-build-core and the
+# torch that scripts/setup.sh pins (without its dependencies: the build reads
+# its headers and libraries, it does not import it), against which
+# cake/_torch_ops, the C++ eager route, is built; the wheel still depends on
+# no torch, and the package loads cake/_torch_ops only under that version.
+# Checks: cake/_C needs no library but libc, libm, libstdc++ and libgcc_s
+# (the runtime dlopens libcuda.so.1 when first used), cake/_torch_ops those
+# and torch's (loaded by torch first), and cake/_C imports from a fresh
+# `pip install --no-deps --no-index --target` without loading any LLVM, MLIR
+# or CUDA library.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -73,6 +78,11 @@ if ! "$venv/bin/python" -c "import pybind11, scikit_build_core" 2>/dev/null; the
   "$python" -m venv "$venv"
   "$venv/bin/pip" install -q "pybind11==3.0.1" "scikit-build-core>=0.10"
 fi
+torch_pin=$(sed -n 's/^TORCH_VERSION=\([^ ]*\).*/\1/p' scripts/setup.sh)
+if [[ $("$venv/bin/pip" show torch 2>/dev/null | sed -n 's/^Version: //p') != "$torch_pin"* ]]; then
+  echo "build_wheel: installing torch $torch_pin into $venv (headers and libraries only)"
+  "$venv/bin/pip" install -q --no-deps "torch==$torch_pin"
+fi
 
 mkdir -p dist
 rm -f dist/cake-*-"$tag"-*.whl
@@ -80,7 +90,8 @@ echo "build_wheel: $tag wheel from the kernels in $kernels"
 "$venv/bin/python" -m pip wheel -q --no-build-isolation --no-deps -w dist . \
   -C build-dir="build/wheel-$tag" \
   -C cmake.define.CAKE_ENABLE_COMPILER=OFF \
-  -C cmake.define.CAKE_KERNELS_DIR="$kernels"
+  -C cmake.define.CAKE_KERNELS_DIR="$kernels" \
+  -C cmake.define.CAKE_ENABLE_TORCH_OPS=ON
 wheel=$(ls dist/cake-*-"$tag"-*.whl)
 
 # What the extension needs from the system, from its dynamic section.
@@ -95,6 +106,15 @@ for library in $needed; do
     *) echo "error: cake/_C needs $library" >&2; exit 1 ;;
   esac
 done
+torch_ops=$(ls "$check"/unpacked/cake/_torch_ops*.so)
+for library in $(objdump -p "$torch_ops" | awk '/NEEDED/ {print $2}'); do
+  case $library in
+    libc.so.6 | libm.so.6 | libstdc++.so.6 | libgcc_s.so.1) ;;
+    libc10.so | libtorch.so | libtorch_cpu.so | libtorch_python.so) ;;
+    *) echo "error: cake/_torch_ops needs $library" >&2; exit 1 ;;
+  esac
+done
+torch_ops_for=$(sed -n 's/^TORCH_VERSION = "\(.*\)"/\1/p' "$check"/unpacked/cake/_torch_ops_version.py)
 versions=$(objdump -T "$extension" | grep -oE '(GLIBC|GLIBCXX)_[0-9.]+' | sort -uV |
   awk -F_ '{max[$1] = $0} END {print max["GLIBC"], max["GLIBCXX"]}')
 
@@ -119,4 +139,5 @@ print(f"build_wheel: {len(extension.kernels())} kernels embedded; the driver: {r
 EOF
 echo "build_wheel: $wheel"
 echo "build_wheel: cake/_C needs $needed(symbol versions up to $versions)"
+echo "build_wheel: cake/_torch_ops is for torch $torch_ops_for (other versions: the Python route)"
 echo "install it: pip install --no-deps $wheel   (next to torch >= 2.4 with CUDA)"

@@ -15,9 +15,9 @@
 # device call carries them (benchmarks/peers/setup_peers.sh); without them it
 # reports the peers as unavailable.
 #
-# The package is built with the compiler off and installed into
-# build/gpu-site (a --target folder put on PYTHONPATH), leaving the system's
-# torch alone. Logs go to $OUT when it is set, else to build/gpu-logs.
+# The package is built with the compiler off, cake._torch_ops (the C++ eager
+# route) against the machine's torch, and installed into build/gpu-site (a
+# --target folder put on PYTHONPATH), leaving the system's torch alone. Logs go to $OUT when it is set, else to build/gpu-logs.
 set -euo pipefail
 
 kernels_dir=$(realpath "${1:-build/kernels}")
@@ -61,10 +61,12 @@ step build python3 -m pip install --no-build-isolation --no-deps --no-index \
   -q --target "$site" \
   -C cmake.define.CAKE_ENABLE_COMPILER=OFF \
   -C cmake.define.CAKE_KERNELS_DIR="$kernels_dir" \
+  -C cmake.define.CAKE_ENABLE_TORCH_OPS=ON \
   .
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 
 step sanity python3 -c "import cake._C as c; print(c.kernels()[:1], c.is_supported(0), c.unavailable_reason(), c.load_kernels(0))"
+step route python3 -c "import cake; route = cake.eager_route(); print('eager route:', route); assert route[0] == 'torch_ops'"
 # Before the tests: a peer that must be compiled here builds while they run.
 peers_site="$repo/build/peers-site"
 if wants bench; then

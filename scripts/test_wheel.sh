@@ -37,5 +37,6 @@ for module in (cake, cake._C):
     assert module.__file__.startswith(sys.argv[1]), f"{module.__name__} is {module.__file__}"
 supported = cake.is_cake_causal_conv1d_train_supported("cuda")
 print(f"test_wheel: cake from {sys.argv[1]}; torch {torch.__version__}; GPU supported: {supported}")
+print(f"test_wheel: eager route {cake.eager_route()}")
 EOF
 "$python" -m pytest -q -rs -p no:cacheprovider "${@:-.}"

@@ -10,11 +10,13 @@ pure-PyTorch reference of the op.
 
 import pkgutil
 
+# Also search other `cake` folders on sys.path for submodules: the source tree
+# (python/) then finds the extensions a CMake build puts in <build>/python/cake/
+# (before the imports below: _ops imports cake._torch_ops).
+__path__ = pkgutil.extend_path(__path__, __name__)
+
 from . import cake_causal_conv1d_train
+from ._ops import eager_route as eager_route  # not the spec's: not in __all__
 from .cake_causal_conv1d_train import *  # noqa: F403 (the spec's API, re-exported)
 
 __all__ = cake_causal_conv1d_train.__all__
-
-# Also search other `cake` folders on sys.path for submodules: the source tree
-# (python/) then finds the extension a CMake build puts in <build>/python/cake/.
-__path__ = pkgutil.extend_path(__path__, __name__)

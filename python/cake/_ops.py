@@ -11,19 +11,22 @@ checks of ``_checks`` run on every miss. What depends on data pointers (alignmen
 outputs overlapping other tensors) is checked at every launch, from the plan's rules.
 docs/host-overhead.md says why and what it saves.
 
-In eager mode the public functions launch directly (``eager()``; the plan is
-``direct``); under torch.compile, tracing, a torch function or dispatch mode, or for
-tensor subclasses, meta tensors and inputs that require grad under grad mode, they
-go through the ``cake::`` custom ops, which torch.compile sees as single opaque
-nodes (no graph break) and whose fake implementations give shapes and dtypes. Both
-routes launch through the same plans and run functions.
+In eager mode (``eager()``) the public functions first offer the call to
+``torch_ops``, the C++ route (``cake._torch_ops``, when it was built for this torch),
+which runs the common valid call and returns None for any other; then they launch
+directly (the plan is ``direct``); under torch.compile, tracing, a torch function or
+dispatch mode, or for tensor subclasses, meta tensors and inputs that require grad
+under grad mode, they go through the ``cake::`` custom ops, which torch.compile sees
+as single opaque nodes (no graph break) and whose fake implementations give shapes
+and dtypes. The Python routes launch through the same plans and run functions.
 
 ``cake._C`` is imported on first use, so ``import cake`` works without a GPU and
-without a built extension.
+without a built extension; ``cake._torch_ops`` at import, when it matches torch.
 """
 
 import functools
 import importlib
+import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import Optional
@@ -42,6 +45,34 @@ def _load_extension() -> tuple[ModuleType | None, str]:
         return importlib.import_module("cake._C"), ""
     except ImportError as error:
         return None, f"the compiled extension cake._C is missing or failed to load ({error})"
+
+
+def _load_torch_ops() -> tuple[ModuleType | None, str]:
+    """Returns (cake._torch_ops, "") when eager calls may take the C++ route, else
+    (None, why not). The extension links the libtorch it was built against, so it is
+    imported only under that torch version (recorded by the build)."""
+    if os.environ.get("CAKE_TORCH_OPS", "1") == "0":
+        return None, "CAKE_TORCH_OPS=0 is set"
+    try:
+        from ._torch_ops_version import TORCH_VERSION
+    except ImportError:
+        return None, "cake._torch_ops was not built (the build had no torch)"
+    if TORCH_VERSION != torch.__version__:
+        return None, f"cake._torch_ops was built for torch {TORCH_VERSION}, not {torch.__version__}"
+    try:
+        return importlib.import_module("cake._torch_ops"), ""
+    except ImportError as error:
+        return None, f"cake._torch_ops failed to load ({error})"
+
+
+#: The C++ route of eager calls (cake._torch_ops), or None; and why not.
+torch_ops, _torch_ops_problem = _load_torch_ops()
+
+
+def eager_route() -> tuple[str, str]:
+    """("torch_ops", "") when eager calls try the C++ route first, else ("python",
+    why not)."""
+    return ("torch_ops", "") if torch_ops is not None else ("python", _torch_ops_problem)
 
 
 @functools.cache

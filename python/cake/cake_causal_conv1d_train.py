@@ -6,7 +6,9 @@ where it is silent: docs/python-api.md). Everything runs on the current CUDA str
 never reads ``cu_seqlens`` on the host, never synchronizes, and can be captured in a
 CUDA graph or compiled with ``torch.compile(fullgraph=True)``.
 
-In eager mode the functions here take a launch plan from ``_ops`` (cached per tensor
+In eager mode the functions here first offer the call to the C++ route
+(``_ops.torch_ops``, when loaded), which runs the common valid call and returns None
+for any other; otherwise they take a launch plan from ``_ops`` (cached per tensor
 signature; the metadata checks run on each miss) and launch directly: the custom-op
 dispatch costs more host time than all the rest (docs/host-overhead.md). Under
 torch.compile (and other tracing), they check their arguments (metadata only, so
@@ -95,6 +97,10 @@ def cake_causal_conv1d_train_forward(
     the other (ValueError, at launch).
     """
     if _ops.eager():
+        if _ops.torch_ops is not None:
+            y = _ops.torch_ops.forward(x, weight, cu_seqlens, bias, out, workspace)
+            if y is not None:
+                return y
         plan = _ops.forward_plan(x, weight, cu_seqlens, bias, out, workspace)
         if _ops.launches_directly(plan):
             return _ops.run_forward(plan, x, weight, cu_seqlens, bias, out, workspace)
@@ -130,8 +136,15 @@ def cake_causal_conv1d_train_backward(
     aligned) is allocated per call when not given. None of these may overlap an
     input or each other (ValueError, at launch).
     """
-    _checks.check_policy(silu_grad_preactivation)
     if _ops.eager():
+        if _ops.torch_ops is not None:
+            grads = _ops.torch_ops.backward(
+                x, weight, cu_seqlens, dy, bias, silu_grad_preactivation, workspace,
+                dx, dweight, dbias,
+            )  # fmt: skip
+            if grads is not None:
+                return grads
+        _checks.check_policy(silu_grad_preactivation)
         plan = _ops.backward_plan(x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace)
         if _ops.launches_directly(plan):
             return _ops.run_backward(
@@ -139,6 +152,7 @@ def cake_causal_conv1d_train_backward(
                 dx, dweight, dbias, workspace,
             )  # fmt: skip
     else:
+        _checks.check_policy(silu_grad_preactivation)
         _checks.check_backward_args(x, weight, cu_seqlens, bias, dy, dx, dweight, dbias, workspace)
     if dx is None and dweight is None and dbias is None and workspace is None:
         dx, dweight, dbias = torch.ops.cake.causal_conv1d_bwd(
@@ -195,5 +209,10 @@ def cake_causal_conv1d(
     silu_grad_preactivation: str = "bf16",
 ) -> torch.Tensor:
     """Differentiable form of ``cake_causal_conv1d_train_forward`` (through
-    ``CakeCausalConv1dFunction``); gradients flow to x, weight and bias."""
+    ``CakeCausalConv1dFunction``); gradients flow to x, weight and bias. In eager mode
+    the C++ route runs it with its own autograd function, as this one does."""
+    if _ops.eager() and _ops.torch_ops is not None:
+        y = _ops.torch_ops.conv1d(x, weight, cu_seqlens, bias, silu_grad_preactivation)
+        if y is not None:
+            return y
     return CakeCausalConv1dFunction.apply(x, weight, cu_seqlens, bias, silu_grad_preactivation)

@@ -57,6 +57,7 @@ import cake
 import pytest
 import torch
 from cake import reference
+from torch.utils._python_dispatch import TorchDispatchMode
 
 WIDTH = reference.WIDTH
 #: fp32's unit roundoff.
@@ -596,3 +597,29 @@ def run_into_buffers(case: Case, *, workspace: torch.Tensor | None = None):
     )
     assert all(g is b for g, b in zip(got, buffers))
     return buffers
+
+
+class OpLog(TorchDispatchMode):
+    """Records the name of every op dispatched while it is active."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def capture(step):
+    """Runs ``step`` once on a side stream (the warm-up torch.cuda.graph capture
+    requires), then captures it; returns (the graph, what the captured step returned)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step()
+    return graph, captured

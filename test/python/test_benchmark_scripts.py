@@ -135,7 +135,7 @@ def test_host_overhead_runs_with_mock_launches(tmp_path, monkeypatch):
     # state (and empty plan caches, which would keep the stand-in) is restored after.
     from cake import _ops
 
-    for name in ("_load_extension", "_target"):
+    for name in ("_load_extension", "_target", "torch_ops"):
         monkeypatch.setattr(_ops, name, getattr(_ops, name))
     for name in ("_FORWARD_PLANS", "_BACKWARD_PLANS"):
         monkeypatch.setattr(_ops, name, {})
@@ -146,5 +146,23 @@ def test_host_overhead_runs_with_mock_launches(tmp_path, monkeypatch):
     assert host.main() == 0
     record = json.loads(out.read_text())
     assert "CPU-side estimate" in record["meta"]["gpu"]
-    assert set(record["targets"]) == set(host.TARGETS) <= set(record["results"])
+    # The C++ route calls the runtime itself: --mock-launch times the Python route only.
+    targets = {f"{name} [python]" for name in host.TARGETS}
+    assert set(record["targets"]) == targets <= set(record["results"])
     assert all(r["host_us"] > 0 for r in record["results"].values())
+
+
+@requires_cake_cpu
+def test_host_overhead_runs_each_route_on_the_cpu(tmp_path, monkeypatch):
+    from cake import _ops
+
+    monkeypatch.setattr(_ops, "torch_ops", _ops.torch_ops)  # the script sets each route
+    host = load("bench_host_overhead")
+    out = tmp_path / "host.json"
+    argv = ["bench", "--cpu", "--S", "0", "--C", "8", "--warmup", "2", "--calls", "3"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--repeats", "1", "--json", str(out)])
+    routes = ["python"] if _ops.torch_ops is None else ["torch_ops", "python"]
+    assert host.main() == 0
+    record = json.loads(out.read_text())
+    assert set(record["targets"]) == {f"{n} [{r}]" for r in routes for n in host.TARGETS}
+    assert set(record["targets"]) <= set(record["results"])

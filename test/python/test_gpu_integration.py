@@ -11,9 +11,11 @@ from pathlib import Path
 import cake
 import pytest
 import torch
+
 from cake_testing import (
     assert_bitwise_equal,
     assert_outputs,
+    capture,
     make_case,
     random_lengths,
     requires_cake_gpu,
@@ -91,15 +93,7 @@ def test_cuda_graph_replay_matches_eager():
         )
         return (y, *grads)
 
-    # Warm up on a side stream, as torch.cuda.graph capture requires.
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        captured = step()
+    graph, captured = capture(step)
 
     # New values in the same tensors, new document lengths included: the graph must
     # read them at replay, not what it saw at capture.

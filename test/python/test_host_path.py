@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The host path without a GPU: launch plans cached per signature, the direct eager
-launch and the custom-op route, with cake._C replaced by a recorder that takes CPU
+"""The Python host path without a GPU: launch plans cached per signature, the direct
+eager launch and the custom-op route, with cake._C replaced by a recorder that takes CPU
 tensors (docs/host-overhead.md).
 
 The recorder checks nothing about the kernels: these tests show which route a call
@@ -15,7 +15,8 @@ import cake._C
 import pytest
 import torch
 from cake import _ops
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from cake_testing import OpLog
 
 BF16 = torch.bfloat16
 S, C = 16, 8
@@ -52,8 +53,10 @@ class Recorder:
 
 @pytest.fixture
 def recorder(monkeypatch):
-    """Every device "supported" by the recorder, with empty plan caches."""
+    """Every device "supported" by the recorder, with empty plan caches; the C++
+    route (test_torch_ops.py) off, as it launches through the runtime itself."""
     extension = Recorder()
+    monkeypatch.setattr(_ops, "torch_ops", None)
     monkeypatch.setattr(_ops, "_load_extension", lambda: (extension, ""))
     monkeypatch.setattr(_ops, "_target", lambda device: (None, 0, lambda: STREAM))
     monkeypatch.setattr(_ops, "_FORWARD_PLANS", {})
@@ -107,16 +110,6 @@ def test_eager_backward_launches_directly(recorder):
         0,
     )
     assert args[8] != 0 and args[9:] == (S, C, 2, "bf16", "none", "fp32", 0, STREAM)
-
-
-class OpLog(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
 
 
 def test_dispatch_mode_and_grad_take_the_custom_ops(recorder):
