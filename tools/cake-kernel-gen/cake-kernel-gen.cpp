@@ -18,10 +18,10 @@
 #include "cake/Dialect/Cake/Transforms/Passes.h"
 #include "cake/InitAll.h"
 
+#include "mlir/AsmParser/AsmParser.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/CommandLine.h"
@@ -37,13 +37,19 @@ using namespace mlir::cake;
 static llvm::cl::opt<std::string>
     outputDir("o", llvm::cl::desc("Folder to write the kernels into"),
               llvm::cl::value_desc("dir"), llvm::cl::Required);
-static llvm::cl::opt<std::string> pipelineOptions(
-    "pipeline", llvm::cl::desc("Options of the cake-to-ptx pipeline, e.g. "
-                               "'stages=4 unroll=2'"),
-    llvm::cl::init(""));
+static llvm::cl::opt<std::string>
+    pipelineOptions("pipeline",
+                    llvm::cl::desc("Options of the cake-to-ptx pipeline, e.g. "
+                                   "'stages=4 unroll=2'"),
+                    llvm::cl::init(""));
 static llvm::cl::opt<std::string> hostPipelineOptions(
     "host-pipeline",
     llvm::cl::desc("Options of the cake-to-host pipeline, e.g. 'unroll=2'"),
+    llvm::cl::init(""));
+static llvm::cl::opt<std::string> forwardTiling(
+    "fwd-tiling",
+    llvm::cl::desc("#cake.tiling of the forward (default: the one --pipeline "
+                   "makes)"),
     llvm::cl::init(""));
 static llvm::cl::opt<std::string> backwardTiling(
     "bwd-tiling",
@@ -89,7 +95,7 @@ public:
       : context(context), b(&context),
         module(ModuleOp::create(UnknownLoc::get(&context))) {}
 
-  void addForward(StringRef weight, StringRef bias) {
+  void addForward(StringRef weight, StringRef bias, TilingAttr tiling) {
     std::string name = ("cake_fwd_w" + weight + "_b" + bias).str();
     SmallVector<std::pair<StringRef, Type>> params = {
         {"x", tokens()}, {"weight", weightType(weight)}, {"cu_seqlens", cu()}};
@@ -101,8 +107,7 @@ public:
     ValueRange args = body->getArguments();
     Conv1dFwdOp::create(b, b.getUnknownLoc(), args[0], args[1], args[2],
                         bias != "none" ? args[3] : noBias, args.end()[-2],
-                        args.back(), kWidth, Activation::silu,
-                        /*tiling=*/nullptr);
+                        args.back(), kWidth, Activation::silu, tiling);
     func::ReturnOp::create(b, b.getUnknownLoc());
     routes[name] = {"fwd", weight.str(), bias.str(), "none"};
   }
@@ -119,12 +124,13 @@ public:
         {"x", tokens()}, {"weight", weightType(weight)}, {"cu_seqlens", cu()}};
     if (hasBias)
       params.push_back({"bias", vectorType(bias)});
-    params.append({{"dy", tokens()},
-                   {"dx", tokens()},
-                   {"partials",
-                    MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
-                                    partialsElementType(&context, siluGrad))},
-                   {"dweight", weightType(weight)}});
+    params.append(
+        {{"dy", tokens()},
+         {"dx", tokens()},
+         {"partials",
+          MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                          partialsElementType(&context, siluGrad))},
+         {"dweight", weightType(weight)}});
     if (hasBias)
       params.push_back({"dbias", vectorType(bias)});
     Block *body = addFunction(name, params);
@@ -134,11 +140,10 @@ public:
           return body->getArgument(i);
       return Value();
     };
-    Conv1dBwdOp::create(
-        b, b.getUnknownLoc(), arg("x"), arg("weight"), arg("cu_seqlens"),
-        arg("dy"), arg("bias"), arg("dx"), arg("dweight"), arg("dbias"),
-        arg("partials"), kWidth, Activation::silu,
-        siluGrad, tiling);
+    Conv1dBwdOp::create(b, b.getUnknownLoc(), arg("x"), arg("weight"),
+                        arg("cu_seqlens"), arg("dy"), arg("bias"), arg("dx"),
+                        arg("dweight"), arg("dbias"), arg("partials"), kWidth,
+                        Activation::silu, siluGrad, tiling);
     func::ReturnOp::create(b, b.getUnknownLoc());
     routes[name] = {"bwd", weight.str(), bias.str(), policy.str()};
   }
@@ -209,8 +214,7 @@ public:
            << " acc=" << kernel.acc << " block=" << kernel.block
            << " vector_channels=" << kernel.vectorChannels
            << " width=" << kernel.width << " waits_for=" << kernel.waitsFor
-           << " params=" << kernel.params << " align=" << kernel.align
-           << "\n";
+           << " params=" << kernel.params << " align=" << kernel.align << "\n";
       }
     }
     return writeFile("cake_kernels.manifest", manifest);
@@ -338,23 +342,25 @@ int main(int argc, char **argv) {
   auto parseTiling = [&](StringRef text) {
     return dyn_cast_or_null<TilingAttr>(parseAttribute(text, &context));
   };
+  TilingAttr fwdTiling =
+      forwardTiling.empty() ? TilingAttr() : parseTiling(forwardTiling);
   TilingAttr bf16Tiling = parseTiling(backwardTiling);
   TilingAttr fp32Tiling = parseTiling(backwardFp64Tiling);
-  if (!bf16Tiling || !fp32Tiling) {
-    llvm::errs() << "--bwd-tiling and --bwd-fp64-tiling take #cake.tiling<...>\n";
+  if ((!forwardTiling.empty() && !fwdTiling) || !bf16Tiling || !fp32Tiling) {
+    llvm::errs() << "--fwd-tiling, --bwd-tiling and --bwd-fp64-tiling take "
+                    "#cake.tiling<...>\n";
     return 1;
   }
 
   KernelLibrary library(context);
   for (StringRef weight : {"f32", "bf16"}) {
     for (StringRef bias : {"none", "f32", "bf16"}) {
-      library.addForward(weight, bias);
+      library.addForward(weight, bias, fwdTiling);
       library.addBackward(weight, bias, "bf16", bf16Tiling);
       library.addBackward(weight, bias, "fp32", fp32Tiling);
     }
   }
-  if (failed(library.build(*options, *hostOptions)) ||
-      failed(library.write()))
+  if (failed(library.build(*options, *hostOptions)) || failed(library.write()))
     return 1;
   return 0;
 }
