@@ -46,13 +46,13 @@ struct BwdRowState {
     return all;
   }
   static BwdRowState from(ValueRange values, int64_t history) {
-    return {
-        SmallVector<Value>(values.take_front(history)),
-        SmallVector<Value>(values.slice(history, history)),
-        DocCursor::from(values.slice(2 * history, DocCursor::numValues)),
-        InteriorRows::from(values.slice(2 * history + DocCursor::numValues, 2)),
-        SmallVector<Value>(
-            values.drop_front(2 * history + DocCursor::numValues + 2))};
+    return {SmallVector<Value>(values.take_front(history)),
+            SmallVector<Value>(values.slice(history, history)),
+            DocCursor::from(values.slice(2 * history, DocCursor::numValues)),
+            InteriorRows::from(values.slice(2 * history + DocCursor::numValues,
+                                            InteriorRows::numValues)),
+            SmallVector<Value>(values.drop_front(
+                2 * history + DocCursor::numValues + InteriorRows::numValues))};
   }
 };
 

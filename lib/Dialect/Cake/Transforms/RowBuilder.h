@@ -37,6 +37,7 @@ struct InteriorRows {
   Value begin;
   Value end;
 
+  static constexpr size_t numValues = 2;
   SmallVector<Value> values() const { return {begin, end}; }
   static InteriorRows from(ValueRange values) { return {values[0], values[1]}; }
 };
