@@ -211,6 +211,10 @@ static KernelInfo parseKernel(const std::vector<std::string_view> &tokens,
   kernel.acc = field(parseDType, "acc", DType::None, DType::F32, DType::F64);
   kernel.block = parser.takeInt("block", 1);
   kernel.vectorChannels = parser.takeInt("vector_channels", 1);
+  kernel.lanesPerItem = parser.takeInt("lanes_per_item", 1);
+  if (kernel.target == KernelInfo::Target::Host && kernel.lanesPerItem != 1)
+    throw parser.error("a host kernel has one thread per item, not " +
+                       std::to_string(kernel.lanesPerItem));
   kernel.width = parser.takeInt("width", 1);
   std::string_view waitsFor = parser.take("waits_for");
   if (waitsFor != "none")
@@ -266,8 +270,8 @@ static std::vector<KernelInfo> parseManifest(std::string_view text) {
       continue;
     if (!sawHeader) {
       if (tokens.size() != 2 || tokens[0] != "cake-manifest" ||
-          tokens[1] != "3")
-        throw manifestError(lineNo, "expected 'cake-manifest 3'");
+          tokens[1] != "4")
+        throw manifestError(lineNo, "expected 'cake-manifest 4'");
       sawHeader = true;
       continue;
     }

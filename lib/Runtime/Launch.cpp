@@ -378,6 +378,10 @@ void cake::runtime::backward(const BackwardArgs &args) {
     reduceMemrefs.push_back({"dbias", args.dbias, {C}});
   }
   int64_t tiles = tileCount(bwd, parts, C);
+  // A reduce whose columns are shared by several lanes runs whole subgroups.
+  int64_t reduceThreads = columns;
+  if (reduce.lanesPerItem > 1)
+    reduceThreads = ceilDiv(columns * reduce.lanesPerItem, 32) * 32;
 
   if (target == KernelInfo::Target::Host) {
     if (S > 0)
@@ -388,7 +392,8 @@ void cake::runtime::backward(const BackwardArgs &args) {
   std::optional<Launch> bwdLaunch;
   if (S > 0)
     bwdLaunch.emplace(bwd, ceilDiv(tiles, bwd.block), bwdMemrefs);
-  Launch reduceLaunch(reduce, ceilDiv(columns, reduce.block), reduceMemrefs);
+  Launch reduceLaunch(reduce, ceilDiv(reduceThreads, reduce.block),
+                      reduceMemrefs);
   if (bwdLaunch)
     bwdLaunch->issue(args.stream, false);
   // Without a bwd launch, plain stream order is all the reduce needs.

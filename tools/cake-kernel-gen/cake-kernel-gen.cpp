@@ -86,6 +86,7 @@ struct KernelRecord {
   int64_t width;      ///< The weight's taps.
   int64_t block;
   int64_t vectorChannels;
+  int64_t lanesPerItem; ///< Threads per iteration of the kernel's forall.
   std::string waitsFor; ///< "none" for a kernel that waits for none.
 };
 
@@ -200,7 +201,7 @@ public:
 
     std::string manifest;
     llvm::raw_string_ostream os(manifest);
-    os << "cake-manifest 3\n# options: " << pipelineOptions
+    os << "cake-manifest 4\n# options: " << pipelineOptions
        << "\n# host options: " << hostPipelineOptions << "\n";
     for (auto [target, kernels] :
          {std::pair{"gpu", &gpuKernels}, std::pair{"host", &hostKernels}}) {
@@ -213,6 +214,7 @@ public:
            << " policy=" << (reduce ? "none" : route.policy)
            << " acc=" << kernel.acc << " block=" << kernel.block
            << " vector_channels=" << kernel.vectorChannels
+           << " lanes_per_item=" << kernel.lanesPerItem
            << " width=" << kernel.width << " waits_for=" << kernel.waitsFor
            << " params=" << kernel.params << " align=" << kernel.align << "\n";
       }
@@ -258,7 +260,7 @@ private:
   /// What launching `kernel` needs: its parameters (names from
   /// `cake.param`), its tiling's vector and the kernel it waits for.
   KernelRecord record(FunctionOpInterface kernel, int64_t block) {
-    KernelRecord result{"", "", "none", 0, block, 1, "none"};
+    KernelRecord result{"", "", "none", 0, block, 1, 1, "none"};
     llvm::raw_string_ostream params(result.params), align(result.align);
     for (unsigned i = 0; i < kernel.getNumArguments(); ++i) {
       StringRef name =
@@ -280,6 +282,8 @@ private:
     }
     if (auto tiling = kernel->getAttrOfType<TilingAttr>(kKernelTilingAttrName))
       result.vectorChannels = tiling.getVectorChannels();
+    if (auto lanes = kernel->getAttrOfType<IntegerAttr>(kLanesPerItemAttrName))
+      result.lanesPerItem = lanes.getInt();
     if (auto waitsFor =
             kernel->getAttrOfType<FlatSymbolRefAttr>(kWaitsForAttrName))
       result.waitsFor = waitsFor.getValue().str();

@@ -7,9 +7,9 @@
 #include "cake/Dialect/Cake/IR/CakeDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -33,6 +33,9 @@ inline constexpr StringLiteral kHostKernelAttrName = "cake.host_kernel";
 inline constexpr StringLiteral kKernelTilingAttrName = "cake.tiling";
 /// On a kernel: the kernel it runs after, and reads what that one wrote.
 inline constexpr StringLiteral kWaitsForAttrName = "cake.waits_for";
+/// On a kernel: the threads that share one item of its forall (the lanes of
+/// its cake.lane_sum), when more than one.
+inline constexpr StringLiteral kLanesPerItemAttrName = "cake.lanes_per_item";
 
 /// Patterns that expand cake.silu and cake.silu_derivative for NVVM.
 void populateCakeMathToNVVMPatterns(RewritePatternSet &patterns);

@@ -19,6 +19,10 @@ def ConvertCakeToGPUPass : Pass<"convert-cake-to-gpu", "::mlir::ModuleOp"> {
     other the pass's `block-threads`. Its index maps to threads as
     `block_id.x * block + thread_id.x`; threads past the bound do nothing.
 
+    A `cake.lane_sum` becomes a butterfly of `gpu.shuffle xor` over the
+    32-lane subgroup, and the kernel records its lanes in
+    `cake.lanes_per_item`; the block size must be a multiple of 32.
+
     Consecutive kernels of one function form a programmatic dependent launch
     chain: a kernel with a successor lets it launch early
     (`griddepcontrol.launch_dependents`), a kernel with a predecessor waits for

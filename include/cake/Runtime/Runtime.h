@@ -77,6 +77,10 @@ struct KernelInfo {
   DType acc; ///< F32, F64, or None for a fwd.
   int64_t block;
   int64_t vectorChannels;
+  /// Threads that share one item (a reduce's gradient column), adding their
+  /// sums across a 32-lane subgroup; the items' threads come in whole
+  /// subgroups.
+  int64_t lanesPerItem;
   int64_t width;
   /// The kernel this one runs after, on the same target (the bwd kernel of a
   /// reduce); empty for none.

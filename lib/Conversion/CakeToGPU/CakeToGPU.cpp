@@ -28,6 +28,40 @@ using namespace mlir::cake;
 namespace {
 constexpr StringLiteral kKernelModuleName = "cake_kernels";
 
+/// Lowers `kernel`'s cake.lane_sum ops to butterflies of gpu.shuffle xor and
+/// records their lanes on the kernel. Needs whole subgroups in a block.
+LogicalResult lowerLaneSums(gpu::GPUFuncOp kernel, int64_t blockThreads) {
+  SmallVector<LaneSumOp> laneSums;
+  kernel.walk([&](LaneSumOp op) { laneSums.push_back(op); });
+  if (laneSums.empty())
+    return success();
+  if (blockThreads % 32 != 0)
+    return laneSums.front().emitOpError("needs blocks of whole 32-lane "
+                                        "subgroups, not ")
+           << blockThreads << " threads";
+  int64_t lanes = laneSums.front().getLanes();
+  for (LaneSumOp op : laneSums) {
+    if (op.getLanes() != lanes)
+      return op.emitOpError("differs in lanes from the kernel's other "
+                            "cake.lane_sum");
+    OpBuilder b(op);
+    Value sum = op.getOperand();
+    // Lanes `distance` apart exchange and add: each adds the same two
+    // values, so every lane of a group ends with the same bits.
+    for (int64_t distance = lanes / 2; distance >= 1; distance /= 2) {
+      Value other = gpu::ShuffleOp::create(b, op.getLoc(), sum, distance,
+                                           /*width=*/32, gpu::ShuffleMode::XOR)
+                        .getShuffleResult();
+      sum = arith::AddFOp::create(b, op.getLoc(), sum, other);
+    }
+    op.replaceAllUsesWith(sum);
+    op.erase();
+  }
+  kernel->setAttr(kLanesPerItemAttrName,
+                  OpBuilder(kernel).getI64IntegerAttr(lanes));
+  return success();
+}
+
 LogicalResult buildKernel(const ForallKernel &outlined, func::FuncOp func,
                           gpu::GPUModuleOp kernels,
                           int64_t defaultBlockThreads) {
@@ -41,8 +75,8 @@ LogicalResult buildKernel(const ForallKernel &outlined, func::FuncOp func,
   auto kernel =
       gpu::GPUFuncOp::create(b, loc, outlined.name, func.getFunctionType());
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  kernel.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
-      {static_cast<int32_t>(blockThreads), 1, 1}));
+  kernel.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({static_cast<int32_t>(blockThreads), 1, 1}));
   if (tiling && tiling.getMinBlocks() > 0)
     kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                     b.getI32IntegerAttr(tiling.getMinBlocks()));
@@ -82,6 +116,8 @@ LogicalResult buildKernel(const ForallKernel &outlined, func::FuncOp func,
 
   b.setInsertionPointToEnd(&entry);
   gpu::ReturnOp::create(b, loc);
+  if (failed(lowerLaneSums(kernel, blockThreads)))
+    return failure();
   return keepUsedArguments(kernel, func);
 }
 

@@ -103,3 +103,27 @@ func.func @stray(%buf: memref<?xf32>) {
   }
   return
 }
+
+// -----
+
+// cake.lane_sum becomes a butterfly of xor shuffles across the 32-lane
+// subgroup, lanes / 2 apart first; the kernel records its lanes per item.
+// CHECK-LABEL: gpu.func @lanes
+// CHECK-SAME: cake.lanes_per_item = 4 : i64
+// CHECK: %[[V:.*]] = memref.load
+// CHECK: %[[S2:.*]], %{{.*}} = gpu.shuffle xor %[[V]], %c2_i32, %{{c32_i32.*}} : f32
+// CHECK: %[[A2:.*]] = arith.addf %[[V]], %[[S2]]
+// CHECK: %[[S1:.*]], %{{.*}} = gpu.shuffle xor %[[A2]], %c1_i32, %{{c32_i32.*}} : f32
+// CHECK: %[[A1:.*]] = arith.addf %[[A2]], %[[S1]]
+// CHECK: memref.store %[[A1]]
+// CHECK-NOT: cake.lane_sum
+func.func @lanes(%buf: memref<?xf32>) {
+  %c0 = arith.constant 0 : index
+  %n = memref.dim %buf, %c0 : memref<?xf32>
+  scf.forall (%i) in (%n) {
+    %v = memref.load %buf[%i] : memref<?xf32>
+    %s = cake.lane_sum %v lanes 4 : f32
+    memref.store %s, %buf[%i] : memref<?xf32>
+  }
+  return
+}

@@ -29,7 +29,7 @@ void mlir::cake::buildCakeToKernelsPipeline(OpPassManager &pm,
                                             const CakeToPTXOptions &options) {
   pm.addPass(createCakeTilePass(CakeTilePassOptions{
       options.vectorChannels, options.blockThreads, options.stages,
-      options.unroll, options.reduceChains}));
+      options.unroll, options.reduceChains, options.reduceSlices}));
   pm.addPass(createConvertCakeToGPUPass(
       ConvertCakeToGPUPassOptions{options.blockThreads}));
   pm.addPass(
@@ -89,10 +89,11 @@ void mlir::cake::buildCakeToPTXPipeline(OpPassManager &pm,
 
 void mlir::cake::buildCakeToHostKernelsPipeline(
     OpPassManager &pm, const CakeToHostOptions &options) {
-  // No stages: a CPU's caches and prefetchers keep the rows coming.
+  // No stages: a CPU's caches and prefetchers keep the rows coming. One
+  // thread a reduction column: a host thread has no subgroup to share it.
   pm.addPass(createCakeTilePass(CakeTilePassOptions{
       options.vectorChannels, DefaultTiling::blockThreads, /*stages=*/0,
-      options.unroll, DefaultTiling::reduceChains}));
+      options.unroll, DefaultTiling::reduceChains, /*reduceSlices=*/1}));
   pm.addPass(createConvertCakeToHostPass());
   pm.addPass(createCakeExpandTilesPass(
       CakeExpandTilesPassOptions{/*fastMath=*/false}));

@@ -142,34 +142,43 @@ struct TileConv1dBwd : OpRewritePattern<Conv1dBwdOp> {
   TilingAttr defaultTiling;
 };
 
-/// The sum over rows of one column of `partials`, in a fixed order: `chains`
-/// running sums over the rows r = j (mod chains) of the first
-/// chains * floor(R / chains) rows, combined pairwise ((s0 + s1) + (s2 + s3))
-/// + ..., then the remaining rows in order. The order never depends on
-/// scheduling, so the result is bitwise reproducible for a given `chains`.
+/// The sum of one column of `partials` over the rows r = first + step * q,
+/// in a fixed order: `chains` running sums over q = j (mod chains) of the
+/// first chains * floor(n / chains) of those rows, combined pairwise
+/// ((s0 + s1) + (s2 + s3)) + ..., then the remaining rows in order. The order
+/// never depends on scheduling, so the result is bitwise reproducible for a
+/// given `chains` and `step`.
 Value sumColumn(OpBuilder &b, Location loc, Value partials, Value column,
-                int64_t chains) {
+                Value first, int64_t step, int64_t chains) {
   Type accType = cast<MemRefType>(partials.getType()).getElementType();
   auto index = [&](int64_t v) -> Value {
     return arith::ConstantIndexOp::create(b, loc, v);
   };
+  // n = ceil((R - first) / step), with first < step.
   Value rows = memref::DimOp::create(b, loc, partials, 0);
+  Value count = arith::DivUIOp::create(
+      b, loc,
+      arith::SubIOp::create(
+          b, loc, arith::AddIOp::create(b, loc, rows, index(step - 1)), first),
+      index(step));
   Value blocked = arith::MulIOp::create(
-      b, loc, arith::DivUIOp::create(b, loc, rows, index(chains)),
+      b, loc, arith::DivUIOp::create(b, loc, count, index(chains)),
       index(chains));
   Value zero =
       arith::ConstantOp::create(b, loc, accType, b.getFloatAttr(accType, 0));
-  auto load = [&](OpBuilder &b, Value row) -> Value {
+  auto load = [&](OpBuilder &b, Value q) -> Value {
+    Value row = arith::AddIOp::create(
+        b, loc, first, arith::MulIOp::create(b, loc, q, index(step)));
     return memref::LoadOp::create(b, loc, partials, ValueRange{row, column});
   };
   auto interleaved = scf::ForOp::create(
       b, loc, index(0), blocked, index(chains),
       SmallVector<Value>(chains, zero),
-      [&](OpBuilder &b, Location loc, Value row, ValueRange sums) {
+      [&](OpBuilder &b, Location loc, Value q, ValueRange sums) {
         SmallVector<Value> next;
         for (int64_t j = 0; j < chains; ++j) {
-          Value r = arith::AddIOp::create(b, loc, row, index(j));
-          next.push_back(arith::AddFOp::create(b, loc, sums[j], load(b, r)));
+          Value qj = arith::AddIOp::create(b, loc, q, index(j));
+          next.push_back(arith::AddFOp::create(b, loc, sums[j], load(b, qj)));
         }
         scf::YieldOp::create(b, loc, next);
       });
@@ -181,28 +190,66 @@ Value sumColumn(OpBuilder &b, Location loc, Value partials, Value column,
     level = pairs;
   }
   auto rest = scf::ForOp::create(
-      b, loc, blocked, rows, index(1), ValueRange{level[0]},
-      [&](OpBuilder &b, Location loc, Value row, ValueRange sum) {
+      b, loc, blocked, count, index(1), ValueRange{level[0]},
+      [&](OpBuilder &b, Location loc, Value q, ValueRange sum) {
         scf::YieldOp::create(
             b, loc,
-            arith::AddFOp::create(b, loc, sum[0], load(b, row)).getResult());
+            arith::AddFOp::create(b, loc, sum[0], load(b, q)).getResult());
       });
   return rest.getResult(0);
 }
 
-/// One column per iteration, summed by sumColumn.
+/// Stores the sum of gradient column `column`: dweight[c, k] for column
+/// c * width + k below `weightColumns`, dbias[c] for weightColumns + c.
+void storeColumn(OpBuilder &b, Location loc, PartialsReduceOp op, Value column,
+                 Value weightColumns, Value sum) {
+  Value width = arith::ConstantIndexOp::create(
+      b, loc, op.getDweight().getType().getDimSize(1));
+  auto store = [&](OpBuilder &b, Value dest, ValueRange indices) {
+    Type elementType = cast<MemRefType>(dest.getType()).getElementType();
+    Value value = sum;
+    if (elementType != sum.getType())
+      value = arith::TruncFOp::create(b, loc, elementType, sum);
+    memref::StoreOp::create(b, loc, value, dest, indices);
+  };
+  auto storeWeight = [&](OpBuilder &b) {
+    store(b, op.getDweight(),
+          {arith::DivUIOp::create(b, loc, column, width),
+           arith::RemUIOp::create(b, loc, column, width)});
+  };
+  if (!op.getDbias())
+    return storeWeight(b);
+  Value isWeight = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                         column, weightColumns);
+  scf::IfOp::create(
+      b, loc, isWeight,
+      [&](OpBuilder &b, Location loc) {
+        storeWeight(b);
+        scf::YieldOp::create(b, loc);
+      },
+      [&](OpBuilder &b, Location loc) {
+        store(b, op.getDbias(),
+              {arith::SubIOp::create(b, loc, column, weightColumns)});
+        scf::YieldOp::create(b, loc);
+      });
+}
+
+/// One column per `slices` iterations: each sums every slices-th row by
+/// sumColumn, and with slices > 1 cake.lane_sum adds the slices' sums.
 struct TilePartialsReduce : OpRewritePattern<PartialsReduceOp> {
-  TilePartialsReduce(MLIRContext *context, int64_t chains)
-      : OpRewritePattern(context), chains(chains) {}
+  TilePartialsReduce(MLIRContext *context, int64_t chains, int64_t slices)
+      : OpRewritePattern(context), chains(chains), slices(slices) {}
 
   LogicalResult matchAndRewrite(PartialsReduceOp op,
                                 PatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
+    auto index = [&](int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, v);
+    };
     int64_t width = op.getDweight().getType().getDimSize(1);
     Value channels = memref::DimOp::create(rewriter, loc, op.getDweight(), 0);
-    Value widthValue = arith::ConstantIndexOp::create(rewriter, loc, width);
     Value weightColumns =
-        arith::MulIOp::create(rewriter, loc, channels, widthValue);
+        arith::MulIOp::create(rewriter, loc, channels, index(width));
     Value columns =
         op.getDbias()
             ? arith::AddIOp::create(rewriter, loc, weightColumns, channels)
@@ -210,42 +257,44 @@ struct TilePartialsReduce : OpRewritePattern<PartialsReduceOp> {
             : weightColumns;
 
     OpBuilder::InsertionGuard guard(rewriter);
-    Value column = buildForall(rewriter, loc, {columns})[0];
-    Value sum = sumColumn(rewriter, loc, op.getPartials(), column, chains);
-    auto store = [&](OpBuilder &b, Value dest, ValueRange indices) {
-      Type elementType = cast<MemRefType>(dest.getType()).getElementType();
-      Value value = sum;
-      if (elementType != sum.getType())
-        value = arith::TruncFOp::create(b, loc, elementType, sum);
-      memref::StoreOp::create(b, loc, value, dest, indices);
-    };
-    auto storeWeight = [&](OpBuilder &b) {
-      store(b, op.getDweight(),
-            {arith::DivUIOp::create(b, loc, column, widthValue),
-             arith::RemUIOp::create(b, loc, column, widthValue)});
-    };
-    if (!op.getDbias()) {
-      storeWeight(rewriter);
-    } else {
-      Value isWeight = arith::CmpIOp::create(
-          rewriter, loc, arith::CmpIPredicate::ult, column, weightColumns);
-      scf::IfOp::create(
-          rewriter, loc, isWeight,
-          [&](OpBuilder &b, Location loc) {
-            storeWeight(b);
-            scf::YieldOp::create(b, loc);
-          },
-          [&](OpBuilder &b, Location loc) {
-            store(b, op.getDbias(),
-                  {arith::SubIOp::create(b, loc, column, weightColumns)});
-            scf::YieldOp::create(b, loc);
-          });
+    if (slices == 1) {
+      Value column = buildForall(rewriter, loc, {columns})[0];
+      Value sum = sumColumn(rewriter, loc, op.getPartials(), column, index(0),
+                            1, chains);
+      storeColumn(rewriter, loc, op, column, weightColumns, sum);
+      rewriter.eraseOp(op);
+      return success();
     }
+    // Whole subgroups of 32: every lane reaches cake.lane_sum. The lanes past
+    // the last column sum column 0 and store nothing.
+    Value items = arith::MulIOp::create(rewriter, loc, columns, index(slices));
+    Value extent = arith::MulIOp::create(
+        rewriter, loc,
+        arith::CeilDivUIOp::create(rewriter, loc, items, index(32)), index(32));
+    Value item = buildForall(rewriter, loc, {extent})[0];
+    Value column = arith::DivUIOp::create(rewriter, loc, item, index(slices));
+    Value slice = arith::RemUIOp::create(rewriter, loc, item, index(slices));
+    Value inRange = arith::CmpIOp::create(
+        rewriter, loc, arith::CmpIPredicate::ult, column, columns);
+    Value readColumn =
+        arith::SelectOp::create(rewriter, loc, inRange, column, index(0));
+    Value sum = sumColumn(rewriter, loc, op.getPartials(), readColumn, slice,
+                          slices, chains);
+    sum = LaneSumOp::create(rewriter, loc, sum, slices);
+    Value stores = arith::AndIOp::create(
+        rewriter, loc, inRange,
+        arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq, slice,
+                              index(0)));
+    scf::IfOp::create(rewriter, loc, stores, [&](OpBuilder &b, Location loc) {
+      storeColumn(b, loc, op, column, weightColumns, sum);
+      scf::YieldOp::create(b, loc);
+    });
     rewriter.eraseOp(op);
     return success();
   }
 
   int64_t chains;
+  int64_t slices;
 };
 
 struct CakeTilePass : cake::impl::CakeTilePassBase<CakeTilePass> {
@@ -264,8 +313,17 @@ struct CakeTilePass : cake::impl::CakeTilePassBase<CakeTilePass> {
                   << int64_t(reduceChains);
       return signalPassFailure();
     }
+    // A power of two up to 32 divides a subgroup: no column's slices
+    // straddle two.
+    if (reduceSlices < 1 || reduceSlices > 32 ||
+        !llvm::isPowerOf2_64(reduceSlices)) {
+      emitError() << "reduce-slices must be a power of two up to 32, got "
+                  << int64_t(reduceSlices);
+      return signalPassFailure();
+    }
     RewritePatternSet patterns(&getContext());
-    populateCakeTilePatterns(patterns, defaultTiling, reduceChains);
+    populateCakeTilePatterns(patterns, defaultTiling, reduceChains,
+                             reduceSlices);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     WalkResult leftOver = getOperation()->walk([](Operation *op) {
@@ -284,8 +342,10 @@ struct CakeTilePass : cake::impl::CakeTilePassBase<CakeTilePass> {
 
 void mlir::cake::populateCakeTilePatterns(RewritePatternSet &patterns,
                                           TilingAttr defaultTiling,
-                                          int64_t reduceChains) {
+                                          int64_t reduceChains,
+                                          int64_t reduceSlices) {
   patterns.add<TileConv1dFwd, TileConv1dBwd>(patterns.getContext(),
                                              defaultTiling);
-  patterns.add<TilePartialsReduce>(patterns.getContext(), reduceChains);
+  patterns.add<TilePartialsReduce>(patterns.getContext(), reduceChains,
+                                   reduceSlices);
 }

@@ -286,3 +286,11 @@ func.func @reduce_columns(%p: memref<?x40xf32>, %dw: memref<16x4xf32>) {
   cake.partials_reduce %p into %dw : memref<?x40xf32> -> memref<16x4xf32>
   return
 }
+
+// -----
+
+func.func @lane_sum_lanes(%s: f32) {
+  // expected-error @+1 {{attribute 'lanes' failed to satisfy constraint}}
+  %0 = cake.lane_sum %s lanes 3 : f32
+  return
+}

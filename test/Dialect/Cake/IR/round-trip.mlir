@@ -66,6 +66,7 @@ func.func @bwd_fp32(%x: memref<?x?xbf16>, %w: memref<?x4xbf16>, %cu: memref<?xi3
 // CHECK: cake.partials_reduce %{{.*}} into %{{.*}}, %{{.*}} : memref<?xf32> : memref<?x?xf32> -> memref<?x4xf32>
 // CHECK: cake.silu %{{.*}} {approx} : vector<8xf32>
 // CHECK: cake.silu_derivative %{{.*}} : f32
+// CHECK: cake.lane_sum %{{.*}} lanes 8 : f32
 func.func @tiles(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>,
                  %b: memref<?xf32>, %y: memref<?x?xbf16>, %p: memref<?x?xf32>,
                  %dw: memref<?x4xf32>, %db: memref<?xf32>, %first: index, %end: index,
@@ -82,5 +83,6 @@ func.func @tiles(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>,
   cake.partials_reduce %p into %dw, %db : memref<?xf32> : memref<?x?xf32> -> memref<?x4xf32>
   %0 = cake.silu %v {approx} : vector<8xf32>
   %1 = cake.silu_derivative %s : f32
+  %2 = cake.lane_sum %s lanes 8 : f32
   return
 }

@@ -13,3 +13,6 @@ func.func @channels(%x: memref<?x12xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi3
 
 // RUN: not cake-opt %s --cake-tile="reduce-chains=6" 2>&1 | FileCheck %s --check-prefix=BADCHAINS
 // BADCHAINS: reduce-chains must be a power of two, got 6
+
+// RUN: not cake-opt %s --cake-tile="reduce-slices=64" 2>&1 | FileCheck %s --check-prefix=BADSLICES
+// BADSLICES: reduce-slices must be a power of two up to 32, got 64

@@ -1,6 +1,7 @@
 // RUN: cake-opt %s --split-input-file --cake-tile | FileCheck %s
 // RUN: cake-opt %s --split-input-file --cake-tile="vector-channels=4 block-threads=256 stages=2 unroll=4" | FileCheck %s --check-prefix=OPTS
 // RUN: cake-opt %s --split-input-file --cake-tile="reduce-chains=32" | FileCheck %s --check-prefix=CHAINS
+// RUN: cake-opt %s --split-input-file --cake-tile="reduce-slices=8 reduce-chains=2" | FileCheck %s --check-prefix=SLICES
 
 // The forward becomes one forall over (part, group) pairs, groups fastest;
 // part p covers the tokens [p * S / parts, (p + 1) * S / parts).
@@ -104,6 +105,36 @@ func.func @bwd(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %d
 // CHAINS: scf.yield
 // CHAINS-COUNT-31: arith.addf %{{.*}}, %{{.*}} : f64
 // CHAINS: scf.for %{{.*}} step %c1
+
+// reduce-slices: 8 consecutive iterations share a column, in whole subgroups
+// of 32; slice s sums rows s, s + 8, ...; cake.lane_sum adds the slices' sums
+// and slice 0 stores them. Iterations past the last column read column 0 and
+// store nothing.
+// SLICES-LABEL: func.func @reduce_f64
+// SLICES: %[[C:.*]] = memref.dim %{{.*}}, %c0
+// SLICES: %[[COLS:.*]] = arith.muli %[[C]], %c4
+// SLICES: %[[ITEMS:.*]] = arith.muli %[[COLS]], %c8
+// SLICES: %[[WARPS:.*]] = arith.ceildivui %[[ITEMS]], %c32
+// SLICES: %[[EXTENT:.*]] = arith.muli %[[WARPS]], %c32
+// SLICES: scf.forall (%[[I:.*]]) in (%[[EXTENT]])
+// SLICES-DAG: %[[COL:.*]] = arith.divui %[[I]], %c8
+// SLICES-DAG: %[[SLICE:.*]] = arith.remui %[[I]], %c8
+// SLICES-DAG: %[[IN:.*]] = arith.cmpi ult, %[[COL]], %[[COLS]]
+// SLICES-DAG: %[[READ:.*]] = arith.select %[[IN]], %[[COL]], %c0
+// SLICES-DAG: %[[ROWS:.*]] = memref.dim %[[P:.*]], %c0
+// SLICES: %[[ROWS7:.*]] = arith.addi %[[ROWS]], %c7
+// SLICES: %[[LEFT:.*]] = arith.subi %[[ROWS7]], %[[SLICE]]
+// SLICES: %[[COUNT:.*]] = arith.divui %[[LEFT]], %c8
+// SLICES: scf.for %[[Q:.*]] = %c0 to %{{.*}} step %c2
+// SLICES: %[[Q8:.*]] = arith.muli %[[Q]], %c8
+// SLICES: %[[ROW:.*]] = arith.addi %[[SLICE]], %[[Q8]]
+// SLICES: memref.load %[[P]][%[[ROW]], %[[READ]]]
+// SLICES: %[[MINE:.*]] = scf.for %{{.*}} to %[[COUNT]] step %c1
+// SLICES: %[[SUM:.*]] = cake.lane_sum %[[MINE]] lanes 8 : f64
+// SLICES: %[[FIRST:.*]] = arith.cmpi eq, %[[SLICE]], %c0
+// SLICES: %[[STORES:.*]] = arith.andi %[[IN]], %[[FIRST]]
+// SLICES: scf.if %[[STORES]]
+// SLICES: arith.truncf %[[SUM]] : f64 to bf16
 
 // f64 partial sums are rounded to the gradient's type once, after the sum.
 // CHECK-LABEL: func.func @reduce_f64

@@ -197,6 +197,25 @@ def Cake_PartialsReduceOp : Cake_Op<"partials_reduce"> {
   let hasVerifier = 1;
 }
 
+def Cake_LaneSumOp : Cake_Op<"lane_sum", [Pure, SameOperandsAndResultType]> {
+  let summary = "sum a value over groups of consecutive forall iterations";
+  let description = [{
+    Inside an `scf.forall` whose consecutive iterations run as consecutive
+    lanes of a 32-lane subgroup: the sum of `operand` over the `lanes`
+    iterations `i` with the same `i / lanes`, returned to each of them. The
+    sum is taken pairwise in one fixed order (a butterfly: lanes `lanes / 2`
+    apart first, then ever closer), so every iteration of a group gets the
+    same bits, run to run. `lanes` is a power of two from 2 to 32, and every
+    lane of a subgroup must reach the op: the forall's extent is a multiple
+    of 32, and the op is not under a condition that differs between lanes.
+  }];
+  let arguments = (ins AnyTypeOf<[F32, F64]>:$operand,
+                   ConfinedAttr<I64Attr, [IntPowerOf2, IntMinValue<2>,
+                                          IntMaxValue<32>]>:$lanes);
+  let results = (outs AnyTypeOf<[F32, F64]>:$result);
+  let assemblyFormat = "$operand `lanes` $lanes attr-dict `:` type($result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Activation math
 //===----------------------------------------------------------------------===//

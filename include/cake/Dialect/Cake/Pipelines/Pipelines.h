@@ -42,6 +42,10 @@ struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
       llvm::cl::desc("Running sums per column of the weight-gradient "
                      "reduction"),
       llvm::cl::init(DefaultTiling::reduceChains)};
+  PassOptions::Option<int64_t> reduceSlices{
+      *this, "reduce-slices",
+      llvm::cl::desc("Threads per column of the weight-gradient reduction"),
+      llvm::cl::init(DefaultTiling::reduceSlices)};
   PassOptions::Option<bool> fastMath{
       *this, "fast-math",
       llvm::cl::desc("Let the activation use hardware approximations"),

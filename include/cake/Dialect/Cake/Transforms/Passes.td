@@ -20,7 +20,10 @@ def CakeTilePass : Pass<"cake-tile"> {
       part per row of `partials`, followed by `cake.partials_reduce`. The
       number of partial rows fixes the summation order of the weight gradient.
     - `cake.partials_reduce` becomes a forall over gradient columns, each
-      summing its column over the rows in one fixed order.
+      summing its column over the rows in one fixed order. With
+      `reduce-slices` N > 1, N consecutive iterations share a column: each
+      sums every N-th row, and `cake.lane_sum` adds their sums; the extent
+      is rounded up to a multiple of 32 so that every subgroup is whole.
 
     Tiles carry the `#cake.tiling` of their op, or the one the pass options
     make.
@@ -57,6 +60,11 @@ def CakeTilePass : Pass<"cake-tile"> {
            /*default=*/"::mlir::cake::DefaultTiling::reduceChains",
            "Running sums per column of cake.partials_reduce (a power of "
            "two): loads in flight per thread">,
+    Option<"reduceSlices", "reduce-slices", "int64_t",
+           /*default=*/"::mlir::cake::DefaultTiling::reduceSlices",
+           "Threads per column of cake.partials_reduce (a power of two up "
+           "to 32); above 1 they add their sums with cake.lane_sum, which "
+           "only the GPU lowers">,
   ];
 }
 
