@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace cake::runtime::detail {
 
@@ -67,9 +68,11 @@ const Driver &getDriver();
 /// Returns the driver's name and description of `result`.
 std::string describeResult(CUresult result);
 
-/// Throws std::runtime_error naming `what` and describing `result` unless
-/// `result` is CUDA_SUCCESS.
-void checkResult(CUresult result, const std::string &what);
+/// Throws std::runtime_error naming `what` (followed by `subject`, when
+/// given) and describing `result` unless `result` is CUDA_SUCCESS. The message
+/// is built only then: every launch checks its driver calls.
+void checkResult(CUresult result, const char *what,
+                 std::string_view subject = {});
 
 /// Returns the CUfunction of `kernel` in the current context, loading the
 /// embedded kernels into that context on first use.

@@ -19,11 +19,11 @@
 #include <charconv>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <map>
 #include <mutex>
 #include <numeric>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -287,13 +287,12 @@ static std::vector<KernelInfo> parseManifest(std::string_view text) {
     if (kernel.waitsFor.empty())
       continue;
     auto waited = std::find_if(
-        kernels.begin(), kernels.end(),
-        [&](const KernelInfo &other) {
+        kernels.begin(), kernels.end(), [&](const KernelInfo &other) {
           return other.name == kernel.waitsFor && other.target == kernel.target;
         });
     if (waited == kernels.end() || waited->op != Op::Bwd ||
-        waited->acc != kernel.acc ||
-        waited->weight != kernel.weight || waited->bias != kernel.bias)
+        waited->acc != kernel.acc || waited->weight != kernel.weight ||
+        waited->bias != kernel.bias)
       throw std::runtime_error("cake: kernel manifest: " + kernel.name +
                                " waits for " + kernel.waitsFor +
                                ", which is no bwd kernel it can reduce");
@@ -351,8 +350,8 @@ KernelInfo::Target cake::runtime::targetOf(int device) {
                                : KernelInfo::Target::Gpu;
 }
 
-const KernelInfo &cake::runtime::selectKernel(KernelInfo::Target target,
-                                              Op op, DType weight, DType bias,
+const KernelInfo &cake::runtime::selectKernel(KernelInfo::Target target, Op op,
+                                              DType weight, DType bias,
                                               Policy policy, int64_t C) {
   // The first match for now; a choice among configs of one route goes here.
   for (const KernelInfo &kernel : getKernels())
@@ -394,8 +393,8 @@ const LaunchContract &cake::runtime::getLaunchContract() {
 }
 
 std::vector<std::pair<std::string, int64_t>>
-cake::runtime::launchAlignments(KernelInfo::Target target, Op op,
-                                DType weight, DType bias, Policy policy) {
+cake::runtime::launchAlignments(KernelInfo::Target target, Op op, DType weight,
+                                DType bias, Policy policy) {
   const KernelInfo &first = selectKernel(target, op, weight, bias, policy,
                                          getLaunchContract().channelMultiple);
   std::vector<const KernelInfo *> kernels = {&first};
@@ -406,8 +405,9 @@ cake::runtime::launchAlignments(KernelInfo::Target target, Op op,
     for (const KernelInfo::Param &param : kernel->params) {
       if (param.kind != KernelInfo::Param::Kind::Memref)
         continue;
-      auto known = std::find_if(result.begin(), result.end(),
-                                [&](const auto &r) { return r.first == param.name; });
+      auto known =
+          std::find_if(result.begin(), result.end(),
+                       [&](const auto &r) { return r.first == param.name; });
       if (known == result.end())
         result.emplace_back(param.name, param.align);
       else
@@ -422,8 +422,8 @@ int64_t cake::runtime::backwardWorkspaceBytes(int64_t C, int device) {
   for (const KernelInfo &kernel : getKernels())
     if (kernel.target == targetOf(device) && kernel.op == Op::Bwd &&
         kernel.supportsChannels(C))
-      bytes = std::max(bytes, maxParts(kernel, C, device) *
-                                  (kernel.width + 1) * C * 8);
+      bytes = std::max(bytes, maxParts(kernel, C, device) * (kernel.width + 1) *
+                                  C * 8);
   if (bytes < 0)
     throw std::runtime_error("cake: no bwd kernel in the manifest supports C=" +
                              std::to_string(C));
@@ -439,7 +439,8 @@ namespace {
 struct LoadedModule {
   CUmodule module = nullptr;
   const char *image = nullptr; ///< "cubin" or "ptx".
-  std::unordered_map<std::string, CUfunction> functions;
+  /// By the kernel's position in getKernels(); null for host kernels.
+  std::vector<CUfunction> functions;
 };
 
 /// Sets the calling thread's stream capture mode to relaxed for the scope's
@@ -513,20 +514,21 @@ static LoadedModule loadModule(const Driver &driver) {
         std::string("cake: cuModuleLoadDataEx of the embedded ") +
         loaded.image + " failed: " + describeResult(result) +
         "\nJIT error log:\n" + log.c_str());
+  loaded.functions.assign(getKernels().size(), nullptr);
   for (const KernelInfo &kernel : getKernels()) {
     if (kernel.target != KernelInfo::Target::Gpu)
       continue;
     CUfunction function;
     checkResult(driver.cuModuleGetFunction(&function, loaded.module,
                                            kernel.name.c_str()),
-                "cuModuleGetFunction for kernel " + kernel.name);
+                "cuModuleGetFunction for kernel", kernel.name);
     // Under CUDA_MODULE_LOADING=LAZY (the default of recent drivers) a
     // function may still be partly loaded; drivers before 12.4 lack
     // cuFuncLoad and load it in cuModuleGetFunction.
     if (driver.cuFuncLoad)
-      checkResult(driver.cuFuncLoad(function),
-                  "cuFuncLoad for kernel " + kernel.name);
-    loaded.functions.emplace(kernel.name, function);
+      checkResult(driver.cuFuncLoad(function), "cuFuncLoad for kernel",
+                  kernel.name);
+    loaded.functions[&kernel - getKernels().data()] = function;
   }
   return loaded;
 }
@@ -551,7 +553,14 @@ static const LoadedModule &getModule() {
 }
 
 CUfunction detail::getFunction(const KernelInfo &kernel) {
-  return getModule().functions.at(kernel.name);
+  const std::vector<KernelInfo> &kernels = getKernels();
+  CUfunction function = nullptr;
+  if (&kernel >= kernels.data() && &kernel < kernels.data() + kernels.size())
+    function = getModule().functions[&kernel - kernels.data()];
+  if (!function)
+    throw std::runtime_error("cake: " + kernel.name +
+                             " is not a GPU kernel of the loaded library");
+  return function;
 }
 
 std::string detail::getLoadedImage() { return getModule().image; }

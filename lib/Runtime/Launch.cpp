@@ -53,8 +53,7 @@ public:
   explicit DeviceContextGuard(int device) {
     const Driver &driver = getDriver();
     CUdevice handle;
-    checkResult(driver.cuDeviceGet(&handle, device),
-                "cuDeviceGet(" + std::to_string(device) + ")");
+    checkResult(driver.cuDeviceGet(&handle, device), "cuDeviceGet");
     CUcontext current;
     checkResult(driver.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
     if (current) {
@@ -97,14 +96,14 @@ namespace {
 /// A memref operand: its name in the manifest, its data pointer and its sizes
 /// (row-major, contiguous).
 struct Memref {
-  std::string name;
+  const char *name;
   DevicePtr data;
   std::vector<int64_t> sizes;
 };
 
 /// An index operand.
 struct Index {
-  std::string name;
+  const char *name;
   int64_t value;
 };
 } // namespace
@@ -120,30 +119,35 @@ static std::vector<uint64_t> packParams(const KernelInfo &kernel,
                               param + "', which the runtime does not pass");
   };
   std::vector<uint64_t> words;
+  // A memref takes 3 + 2 * rank words, and ranks are at most 2.
+  words.reserve(7 * memrefs.size() + indices.size());
   size_t used = 0;
   for (const KernelInfo::Param &param : kernel.params) {
     if (param.kind == KernelInfo::Param::Kind::Index) {
-      auto it = std::find_if(indices.begin(), indices.end(),
-                             [&](const Index &i) { return i.name == param.name; });
+      auto it =
+          std::find_if(indices.begin(), indices.end(),
+                       [&](const Index &i) { return i.name == param.name; });
       if (it == indices.end())
         throw missing(param.name + ":index");
       words.push_back(static_cast<uint64_t>(it->value));
       ++used;
       continue;
     }
-    auto it = std::find_if(memrefs.begin(), memrefs.end(),
-                           [&](const Memref &m) { return m.name == param.name; });
+    auto it =
+        std::find_if(memrefs.begin(), memrefs.end(),
+                     [&](const Memref &m) { return m.name == param.name; });
     if (it == memrefs.end() ||
         static_cast<int64_t>(it->sizes.size()) != param.rank)
       throw missing(param.name + ":" + std::to_string(param.rank));
     ++used;
     words.insert(words.end(), {it->data, it->data, 0});
     words.insert(words.end(), it->sizes.begin(), it->sizes.end());
-    std::vector<uint64_t> strides(it->sizes.size());
+    // Row-major strides, innermost last.
+    size_t rank = it->sizes.size();
+    words.resize(words.size() + rank);
     uint64_t stride = 1;
-    for (size_t i = strides.size(); i-- > 0; stride *= it->sizes[i])
-      strides[i] = stride;
-    words.insert(words.end(), strides.begin(), strides.end());
+    for (size_t i = rank; i-- > 0; stride *= it->sizes[i])
+      words[words.size() - rank + i] = stride;
   }
   if (used != memrefs.size() + indices.size())
     throw std::runtime_error("cake: kernel " + kernel.name +
@@ -162,16 +166,16 @@ public:
       : kernel(kernel), function(getFunction(kernel)),
         paramValues(packParams(kernel, memrefs, indices)) {
     if (gridX < 1 || gridX > INT32_MAX || kernel.block > 1024)
-      throw std::runtime_error("cake: kernel " + kernel.name +
-                               " cannot be launched with grid " +
-                               std::to_string(gridX) + " and block " +
-                               std::to_string(kernel.block));
+      throw std::runtime_error(
+          "cake: kernel " + kernel.name + " cannot be launched with grid " +
+          std::to_string(gridX) + " and block " + std::to_string(kernel.block));
     config.gridDimX = static_cast<unsigned>(gridX);
     config.gridDimY = 1;
     config.gridDimZ = 1;
     config.blockDimX = static_cast<unsigned>(kernel.block);
     config.blockDimY = 1;
     config.blockDimZ = 1;
+    paramPointers.reserve(paramValues.size());
     for (uint64_t &value : paramValues)
       paramPointers.push_back(&value);
   }
@@ -189,7 +193,7 @@ public:
     config.numAttrs = programmaticDependent ? 1 : 0;
     checkResult(getDriver().cuLaunchKernelEx(&config, function,
                                              paramPointers.data(), nullptr),
-                "cuLaunchKernelEx of kernel " + kernel.name);
+                "cuLaunchKernelEx of kernel", kernel.name);
   }
 
 private:
@@ -209,8 +213,8 @@ static void runOnHost(const KernelInfo &kernel, int64_t tiles,
                       const std::vector<Memref> &memrefs,
                       std::vector<Index> indices) {
   HostKernel run = getHostKernel(kernel);
-  int64_t threads = std::clamp<int64_t>(
-      std::thread::hardware_concurrency(), 1, std::max<int64_t>(1, tiles));
+  int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1,
+                                        std::max<int64_t>(1, tiles));
   indices.push_back({"tile_begin", 0});
   indices.push_back({"tile_end", 0});
   std::vector<std::vector<uint64_t>> words;
@@ -244,7 +248,8 @@ static void checkOneOf(const char *name, E value,
     return;
   std::string expected;
   for (E option : allowed)
-    expected += (expected.empty() ? "'" : ", '") + std::string(nameOf(option)) + "'";
+    expected +=
+        (expected.empty() ? "'" : ", '") + std::string(nameOf(option)) + "'";
   throw std::runtime_error("cake: " + std::string(name) + " must be one of " +
                            expected + ", got '" + std::string(nameOf(value)) +
                            "'");
@@ -266,9 +271,11 @@ static void checkSizes(int64_t S, int64_t C, int64_t numDocs) {
 /// driver's occupancy of the kernel, computed once per kernel and device.
 static int64_t residentThreads(const KernelInfo &kernel, int device) {
   static std::mutex mutex;
-  static std::map<std::pair<std::string, int>, int64_t> cache;
+  // Keyed by the manifest's entry, which lives as long as the process: no
+  // string is built or compared per launch.
+  static std::map<std::pair<const KernelInfo *, int>, int64_t> cache;
   std::lock_guard<std::mutex> lock(mutex);
-  auto [it, inserted] = cache.try_emplace({kernel.name, device}, 0);
+  auto [it, inserted] = cache.try_emplace({&kernel, device}, 0);
   if (!inserted)
     return it->second;
   const Driver &driver = getDriver();
@@ -276,13 +283,13 @@ static int64_t residentThreads(const KernelInfo &kernel, int device) {
   CUdevice handle;
   checkResult(driver.cuDeviceGet(&handle, device), "cuDeviceGet");
   int multiprocessors = 0, blocks = 0;
-  checkResult(driver.cuDeviceGetAttribute(
-                  &multiprocessors,
-                  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, handle),
-              "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+  checkResult(
+      driver.cuDeviceGetAttribute(
+          &multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, handle),
+      "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
   checkResult(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
                   &blocks, getFunction(kernel), int(kernel.block), 0),
-              "cuOccupancyMaxActiveBlocksPerMultiprocessor of " + kernel.name);
+              "cuOccupancyMaxActiveBlocksPerMultiprocessor of", kernel.name);
   it->second = std::max(1, blocks) * int64_t(multiprocessors) * kernel.block;
   return it->second;
 }
