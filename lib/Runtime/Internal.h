@@ -74,6 +74,10 @@ std::string describeResult(CUresult result);
 void checkResult(CUresult result, const char *what,
                  std::string_view subject = {});
 
+/// Returns the position of `kernel` in getKernels(); throws unless it is an
+/// entry of that list.
+size_t indexOf(const KernelInfo &kernel);
+
 /// Returns the CUfunction of `kernel` in the current context, loading the
 /// embedded kernels into that context on first use.
 CUfunction getFunction(const KernelInfo &kernel);

@@ -25,6 +25,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 using namespace cake::runtime;
@@ -339,10 +340,55 @@ static const KernelLibrary &getLibrary() {
   return library;
 }
 
+namespace {
+/// The manifest's kernels and what a launch looks up in them, resolved once
+/// so that a launch scans no list and compares no names.
+struct Manifest {
+  std::vector<KernelInfo> kernels;
+  /// The kernels of each (target, op, weight, bias, policy), in manifest
+  /// order.
+  std::map<std::tuple<KernelInfo::Target, Op, DType, DType, Policy>,
+           std::vector<const KernelInfo *>>
+      routes;
+  /// By kernel position: the kernel that waits for it, or null.
+  std::vector<const KernelInfo *> successors;
+
+  explicit Manifest(std::vector<KernelInfo> parsed)
+      : kernels(std::move(parsed)), successors(kernels.size(), nullptr) {
+    for (const KernelInfo &kernel : kernels) {
+      routes[{kernel.target, kernel.op, kernel.weight, kernel.bias,
+              kernel.policy}]
+          .push_back(&kernel);
+      // The first kernel that waits for it, as a scan of the list would find.
+      if (kernel.waitsFor.empty())
+        continue;
+      for (const KernelInfo &waited : kernels) {
+        if (waited.name != kernel.waitsFor || waited.target != kernel.target)
+          continue;
+        const KernelInfo *&successor = successors[&waited - kernels.data()];
+        if (!successor)
+          successor = &kernel;
+      }
+    }
+  }
+};
+} // namespace
+
+static const Manifest &getManifest() {
+  static const Manifest manifest(parseManifest(getLibrary().manifest));
+  return manifest;
+}
+
 const std::vector<KernelInfo> &cake::runtime::getKernels() {
-  static const std::vector<KernelInfo> kernels =
-      parseManifest(getLibrary().manifest);
-  return kernels;
+  return getManifest().kernels;
+}
+
+size_t detail::indexOf(const KernelInfo &kernel) {
+  const std::vector<KernelInfo> &kernels = getKernels();
+  if (&kernel < kernels.data() || &kernel >= kernels.data() + kernels.size())
+    throw std::runtime_error("cake: kernel " + kernel.name +
+                             " is not an entry of the manifest");
+  return &kernel - kernels.data();
 }
 
 KernelInfo::Target cake::runtime::targetOf(int device) {
@@ -354,11 +400,12 @@ const KernelInfo &cake::runtime::selectKernel(KernelInfo::Target target, Op op,
                                               DType weight, DType bias,
                                               Policy policy, int64_t C) {
   // The first match for now; a choice among configs of one route goes here.
-  for (const KernelInfo &kernel : getKernels())
-    if (kernel.target == target && kernel.op == op && kernel.weight == weight &&
-        kernel.bias == bias && kernel.policy == policy &&
-        kernel.supportsChannels(C))
-      return kernel;
+  const Manifest &manifest = getManifest();
+  auto route = manifest.routes.find({target, op, weight, bias, policy});
+  if (route != manifest.routes.end())
+    for (const KernelInfo *kernel : route->second)
+      if (kernel->supportsChannels(C))
+        return *kernel;
   throw std::runtime_error(
       std::string("cake: no kernel in the manifest for target=") +
       (target == KernelInfo::Target::Gpu ? "gpu" : "host") + " op=" +
@@ -368,9 +415,8 @@ const KernelInfo &cake::runtime::selectKernel(KernelInfo::Target target, Op op,
 }
 
 const KernelInfo &cake::runtime::successorOf(const KernelInfo &kernel) {
-  for (const KernelInfo &other : getKernels())
-    if (other.waitsFor == kernel.name && other.target == kernel.target)
-      return other;
+  if (const KernelInfo *successor = getManifest().successors[indexOf(kernel)])
+    return *successor;
   throw std::runtime_error("cake: no kernel in the manifest waits for " +
                            kernel.name);
 }
