@@ -223,6 +223,10 @@ static KernelInfo parseKernel(const std::vector<std::string_view> &tokens,
                          std::string(param) + "'");
     std::string name(param.substr(0, colon));
     std::string_view kind = param.substr(colon + 1);
+    // Each operand is passed once: a launch packs at most one of each.
+    for (const KernelInfo::Param &other : kernel.params)
+      if (other.name == name)
+        throw parser.error("duplicate param '" + name + "'");
     if (kind == "index")
       kernel.params.push_back({name, KernelInfo::Param::Kind::Index, 0});
     else
@@ -481,14 +485,6 @@ int64_t cake::runtime::backwardWorkspaceBytes(int64_t C, int device) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// The embedded kernels loaded into one context, and the image they came from.
-struct LoadedModule {
-  CUmodule module = nullptr;
-  const char *image = nullptr; ///< "cubin" or "ptx".
-  /// By the kernel's position in getKernels(); null for host kernels.
-  std::vector<CUfunction> functions;
-};
-
 /// Sets the calling thread's stream capture mode to relaxed for the scope's
 /// life. Loading a module is no stream operation, but it may allocate device
 /// memory, which a thread in the default (global) capture mode may not do
@@ -540,7 +536,8 @@ static bool useCubin(const Driver &driver) {
 
 /// Loads the embedded kernels into the current context, every function fully:
 /// nothing is left for a later launch to load (which could fall inside a
-/// CUDA graph capture, or race another stream's work).
+/// CUDA graph capture, or race another stream's work). Queries each kernel's
+/// occupancy too, so that a launch asks the driver for nothing but itself.
 static LoadedModule loadModule(const Driver &driver) {
   LoadedModule loaded;
   bool cubin = useCubin(driver);
@@ -560,7 +557,13 @@ static LoadedModule loadModule(const Driver &driver) {
         std::string("cake: cuModuleLoadDataEx of the embedded ") +
         loaded.image + " failed: " + describeResult(result) +
         "\nJIT error log:\n" + log.c_str());
-  loaded.functions.assign(getKernels().size(), nullptr);
+  checkResult(driver.cuCtxGetDevice(&loaded.device), "cuCtxGetDevice");
+  int multiprocessors = 0;
+  checkResult(driver.cuDeviceGetAttribute(
+                  &multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                  loaded.device),
+              "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+  loaded.kernels.resize(getKernels().size());
   for (const KernelInfo &kernel : getKernels()) {
     if (kernel.target != KernelInfo::Target::Gpu)
       continue;
@@ -574,42 +577,39 @@ static LoadedModule loadModule(const Driver &driver) {
     if (driver.cuFuncLoad)
       checkResult(driver.cuFuncLoad(function), "cuFuncLoad for kernel",
                   kernel.name);
-    loaded.functions[&kernel - getKernels().data()] = function;
+    int blocks = 0;
+    checkResult(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                    &blocks, function, int(kernel.block), 0),
+                "cuOccupancyMaxActiveBlocksPerMultiprocessor of", kernel.name);
+    loaded.kernels[indexOf(kernel)] = {function, std::max(1, blocks) *
+                                                     int64_t(multiprocessors) *
+                                                     kernel.block};
   }
   return loaded;
 }
 
-/// Returns the kernels of the current context, loading them on first use.
-static const LoadedModule &getModule() {
-  const Driver &driver = getDriver();
-  CUcontext context;
-  checkResult(driver.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
+const LoadedModule &detail::getModule(CUcontext context) {
   if (!context)
     throw std::runtime_error(
         "cake: no current CUDA context to load the kernels into");
-
   static std::mutex mutex;
   static std::unordered_map<CUcontext, LoadedModule> modules;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = modules.find(context);
   if (it == modules.end())
-    it = modules.emplace(context, loadModule(driver)).first;
+    it = modules.emplace(context, loadModule(getDriver())).first;
   // Elements of an unordered_map stay put when it grows.
   return it->second;
 }
 
-CUfunction detail::getFunction(const KernelInfo &kernel) {
-  const std::vector<KernelInfo> &kernels = getKernels();
-  CUfunction function = nullptr;
-  if (&kernel >= kernels.data() && &kernel < kernels.data() + kernels.size())
-    function = getModule().functions[&kernel - kernels.data()];
-  if (!function)
-    throw std::runtime_error("cake: " + kernel.name +
-                             " is not a GPU kernel of the loaded library");
-  return function;
+const LoadedKernel &LoadedModule::get(const KernelInfo &kernel) const {
+  const std::vector<KernelInfo> &all = getKernels();
+  if (&kernel >= all.data() && &kernel < all.data() + all.size() &&
+      kernels[&kernel - all.data()].function)
+    return kernels[&kernel - all.data()];
+  throw std::runtime_error("cake: " + kernel.name +
+                           " is not a GPU kernel of the loaded library");
 }
-
-std::string detail::getLoadedImage() { return getModule().image; }
 
 //===----------------------------------------------------------------------===//
 // Host kernels
