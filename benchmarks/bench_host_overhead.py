@@ -13,7 +13,10 @@ issue 9 (docs/host-overhead.md) are checked against the host numbers.
 
 Cake's cases run on each eager route there is (docs/host-overhead.md): "torch_ops"
 (the C++ route, cake._torch_ops, when loaded) and "python" (the plans and direct
-launches); the targets are checked for each.
+launches); the targets are checked for each. A breakdown per route then says where
+the allocating backward's time goes: the launches alone (cake._C.backward with every
+buffer given), the route's own checks and calls, the outputs' and the workspace's
+allocations (each from a case that gives the other buffers).
 
     python benchmarks/bench_host_overhead.py [--S 512] [--C 256] [--calls 2000] [--json PATH]
     python benchmarks/bench_host_overhead.py --cpu --S 0   # no GPU: CPU-side, real host path
@@ -91,11 +94,19 @@ REFERENCES = (
     "aten silu forward + backward (autograd)",
     "launch alone: cake._C.forward",
     "launch alone: cake._C.backward",
+    "C++ route alone: cake._torch_ops.backward, all given",
+    "C++ route alone: cake._torch_ops.backward, allocating",
 )
 
+#: The C++ route's module, whichever route the loop below makes active.
+TORCH_OPS = _ops.torch_ops
 
-def cases(S: int, C: int, docs: int, dev: torch.device) -> list[tuple[str, Callable[[], object]]]:
-    """(name, one call) for each case, all on the same inputs."""
+
+def cases(
+    S: int, C: int, docs: int, dev: torch.device, cpp_route: bool
+) -> list[tuple[str, Callable[[], object]]]:
+    """(name, one call) for each case, all on the same inputs; with ``cpp_route``, also
+    cake._torch_ops called directly."""
     gen = torch.Generator(device=dev).manual_seed(0)
     x = torch.randn(S, C, generator=gen, device=dev).to(torch.bfloat16)
     dy = torch.randn(S, C, generator=gen, device=dev).to(torch.bfloat16)
@@ -131,7 +142,23 @@ def cases(S: int, C: int, docs: int, dev: torch.device) -> list[tuple[str, Calla
             workspace.data_ptr(), S, C, docs, *dtypes, "bf16", index, stream(),
         )  # fmt: skip
 
+    # The C++ route without the Python function around it (its eager() check).
+    def torch_ops_backward(*buffers):
+        assert TORCH_OPS.backward(x, w, cu, dy, b, "bf16", *buffers) is not None
+
     small = torch.zeros(8, device=dev)
+    direct = []
+    if cpp_route:
+        direct = [
+            (
+                "C++ route alone: cake._torch_ops.backward, all given",
+                lambda: torch_ops_backward(workspace, dx, dw, db),
+            ),
+            (
+                "C++ route alone: cake._torch_ops.backward, allocating",
+                lambda: torch_ops_backward(None, None, None, None),
+            ),
+        ]
     return [
         ("aten y.add_(0)", lambda: y.add_(0)),
         # The dispatch alone: on the CPU (--mock-launch) y.add_(0) computes for a while.
@@ -159,12 +186,25 @@ def cases(S: int, C: int, docs: int, dev: torch.device) -> list[tuple[str, Calla
             "cake backward, allocating",
             lambda: cake.cake_causal_conv1d_train_backward(x, w, cu, dy, bias=b),
         ),
+        # The two halves of what allocating adds, for the breakdown.
+        (
+            "cake backward, workspace given",
+            lambda: cake.cake_causal_conv1d_train_backward(
+                x, w, cu, dy, bias=b, workspace=workspace
+            ),
+        ),
+        (
+            "cake backward, outputs given",
+            lambda: cake.cake_causal_conv1d_train_backward(
+                x, w, cu, dy, bias=b, dx=dx, dweight=dw, dbias=db
+            ),
+        ),
         ("cake_causal_conv1d forward (requires_grad)", autograd_forward),
         ("cake_causal_conv1d forward + backward (autograd)", autograd_step),
         ("aten silu forward + backward (autograd)", aten_silu_step),
         ("launch alone: cake._C.forward", launch_forward),
         ("launch alone: cake._C.backward", launch_backward),
-    ]
+    ] + direct
 
 
 def time_case(
@@ -181,6 +221,38 @@ def time_case(
     sync()
     wall = time.perf_counter() - start
     return host / calls * 1e6, wall / calls * 1e6
+
+
+def backward_breakdown(results: dict, routes: dict) -> dict[str, dict[str, float]]:
+    """Where the allocating backward's host time goes, per route, by differences of
+    the cases above (each a best of loops, so a part may come out slightly off)."""
+    launches = results.get("launch alone: cake._C.backward", {}).get("host_us")
+    breakdown = {}
+    for route in routes:
+        cases_ = ("workspace and outputs given", "allocating", "workspace given", "outputs given")
+        us = {case: results[f"cake backward, {case} [{route}]"]["host_us"] for case in cases_}
+        given = us["workspace and outputs given"]
+        parts = {}
+        if launches is not None:
+            parts["cake._C.backward: pybind11, runtime, two launches"] = launches
+            parts["the route's checks and calls around it (all given - the above)"] = (
+                given - launches
+            )
+        else:
+            parts["all given"] = given
+        alone = results.get("C++ route alone: cake._torch_ops.backward, all given")
+        if route == "torch_ops" and alone is not None:
+            alone = alone["host_us"]
+            parts["  of which the Python function around cake._torch_ops (all given)"] = (
+                given - alone
+            )
+        parts["allocating dx, dweight, dbias (workspace given - all given)"] = (
+            us["workspace given"] - given
+        )
+        parts["allocating the workspace (outputs given - all given)"] = us["outputs given"] - given
+        parts["total, allocating"] = us["allocating"]
+        breakdown[route] = parts
+    return breakdown
 
 
 def main() -> int:
@@ -236,7 +308,7 @@ def main() -> int:
     results, active = {}, _ops.torch_ops
     for route, extension in routes.items():
         _ops.torch_ops = extension
-        for name, fn in cases(args.S, args.C, args.docs, dev):
+        for name, fn in cases(args.S, args.C, args.docs, dev, "torch_ops" in routes):
             if name in REFERENCES and name in results:
                 continue
             runs = [time_case(fn, args.warmup, args.calls, sync) for _ in range(args.repeats)]
@@ -251,6 +323,13 @@ def main() -> int:
     print("|---|---|---|---|")
     for name, r in results.items():
         print(f"| {name} | {r['host_us']:.1f} | {r['wall_us']:.1f} | {r['host_us'] / aten:.1f}x |")
+    breakdown = backward_breakdown(results, routes)
+    if breakdown:
+        print()
+        for route, parts in breakdown.items():
+            print(f"backward, allocating [{route}], host us/call:")
+            for part, us in parts.items():
+                print(f"  {us:6.1f}  {part}")
     targets = {
         f"{name} [{route}]": {
             "target_us": limit,
@@ -267,7 +346,11 @@ def main() -> int:
         print(f"target {name}: <= {t['target_us']:.0f} us, {t['host_us']:.1f}: {verdict}{suffix}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"meta": meta, "results": results, "targets": targets}, f, indent=2)
+            json.dump(
+                {"meta": meta, "results": results, "targets": targets, "breakdown": breakdown},
+                f,
+                indent=2,
+            )
     return 0
 
 

@@ -96,10 +96,14 @@ std::string detail::describeResult(CUresult result) {
          (description ? std::string(" (") + description + ")" : "");
 }
 
-void detail::checkResult(CUresult result, const std::string &what) {
-  if (result != CUDA_SUCCESS)
-    throw std::runtime_error("cake: " + what +
-                             " failed: " + describeResult(result));
+void detail::checkResult(CUresult result, const char *what,
+                         std::string_view subject) {
+  if (result == CUDA_SUCCESS)
+    return;
+  std::string message = std::string("cake: ") + what;
+  if (!subject.empty())
+    message += " " + std::string(subject);
+  throw std::runtime_error(message + " failed: " + describeResult(result));
 }
 
 std::string cake::runtime::unavailableReason() {

@@ -6,8 +6,8 @@
 //
 // This file declares what the runtime's source files share and nothing else
 // sees: the table of CUDA driver entry points, resolved at run time, the
-// driver error check, the lookup of a kernel's CUfunction, the embedded
-// kernel images, and the host kernels linked in.
+// driver error check, the kernels loaded into a context, the embedded kernel
+// images, and the host kernels linked in.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +21,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace cake::runtime::detail {
 
@@ -67,17 +69,42 @@ const Driver &getDriver();
 /// Returns the driver's name and description of `result`.
 std::string describeResult(CUresult result);
 
-/// Throws std::runtime_error naming `what` and describing `result` unless
-/// `result` is CUDA_SUCCESS.
-void checkResult(CUresult result, const std::string &what);
+/// Throws std::runtime_error naming `what` (followed by `subject`, when
+/// given) and describing `result` unless `result` is CUDA_SUCCESS. The message
+/// is built only then: every launch checks its driver calls.
+void checkResult(CUresult result, const char *what,
+                 std::string_view subject = {});
 
-/// Returns the CUfunction of `kernel` in the current context, loading the
-/// embedded kernels into that context on first use.
-CUfunction getFunction(const KernelInfo &kernel);
+/// Returns the position of `kernel` in getKernels(); throws unless it is an
+/// entry of that list.
+size_t indexOf(const KernelInfo &kernel);
 
-/// Returns the image that the current context's kernels were loaded from
-/// ("cubin" or "ptx"), loading them first if needed.
-std::string getLoadedImage();
+/// A GPU kernel loaded into a context: what a launch there needs of it.
+struct LoadedKernel {
+  CUfunction function = nullptr;
+  /// The kernel's threads the device holds at once: its occupancy (blocks
+  /// per multiprocessor, from the driver, at least 1) * multiprocessors *
+  /// block.
+  int64_t residentThreads = 0;
+};
+
+/// The embedded kernels loaded into one context, and the image they came from.
+struct LoadedModule {
+  CUmodule module = nullptr;
+  CUdevice device = 0;
+  const char *image = nullptr; ///< "cubin" or "ptx".
+  /// By the kernel's position in getKernels(); no function for host kernels.
+  std::vector<LoadedKernel> kernels;
+
+  /// Returns `kernel` as loaded here; throws unless it is a GPU kernel of the
+  /// loaded library.
+  const LoadedKernel &get(const KernelInfo &kernel) const;
+};
+
+/// Returns the kernels of `context`, which is current, loading them into it
+/// on first use. Modules stay loaded, and their addresses fixed, for the life
+/// of the process.
+const LoadedModule &getModule(CUcontext context);
 
 /// The build-time copies of cake_kernels.ptx, cake_kernels.manifest and the
 /// sm_90a cubin that cmake/CheckPTX.cmake assembles from that PTX, each

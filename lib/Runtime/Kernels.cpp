@@ -19,12 +19,13 @@
 #include <charconv>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <map>
 #include <mutex>
 #include <numeric>
 #include <set>
+#include <sstream>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 using namespace cake::runtime;
@@ -226,6 +227,10 @@ static KernelInfo parseKernel(const std::vector<std::string_view> &tokens,
                          std::string(param) + "'");
     std::string name(param.substr(0, colon));
     std::string_view kind = param.substr(colon + 1);
+    // Each operand is passed once: a launch packs at most one of each.
+    for (const KernelInfo::Param &other : kernel.params)
+      if (other.name == name)
+        throw parser.error("duplicate param '" + name + "'");
     if (kind == "index")
       kernel.params.push_back({name, KernelInfo::Param::Kind::Index, 0});
     else
@@ -291,13 +296,12 @@ static std::vector<KernelInfo> parseManifest(std::string_view text) {
     if (kernel.waitsFor.empty())
       continue;
     auto waited = std::find_if(
-        kernels.begin(), kernels.end(),
-        [&](const KernelInfo &other) {
+        kernels.begin(), kernels.end(), [&](const KernelInfo &other) {
           return other.name == kernel.waitsFor && other.target == kernel.target;
         });
     if (waited == kernels.end() || waited->op != Op::Bwd ||
-        waited->acc != kernel.acc ||
-        waited->weight != kernel.weight || waited->bias != kernel.bias)
+        waited->acc != kernel.acc || waited->weight != kernel.weight ||
+        waited->bias != kernel.bias)
       throw std::runtime_error("cake: kernel manifest: " + kernel.name +
                                " waits for " + kernel.waitsFor +
                                ", which is no bwd kernel it can reduce");
@@ -344,10 +348,55 @@ static const KernelLibrary &getLibrary() {
   return library;
 }
 
+namespace {
+/// The manifest's kernels and what a launch looks up in them, resolved once
+/// so that a launch scans no list and compares no names.
+struct Manifest {
+  std::vector<KernelInfo> kernels;
+  /// The kernels of each (target, op, weight, bias, policy), in manifest
+  /// order.
+  std::map<std::tuple<KernelInfo::Target, Op, DType, DType, Policy>,
+           std::vector<const KernelInfo *>>
+      routes;
+  /// By kernel position: the kernel that waits for it, or null.
+  std::vector<const KernelInfo *> successors;
+
+  explicit Manifest(std::vector<KernelInfo> parsed)
+      : kernels(std::move(parsed)), successors(kernels.size(), nullptr) {
+    for (const KernelInfo &kernel : kernels) {
+      routes[{kernel.target, kernel.op, kernel.weight, kernel.bias,
+              kernel.policy}]
+          .push_back(&kernel);
+      // The first kernel that waits for it, as a scan of the list would find.
+      if (kernel.waitsFor.empty())
+        continue;
+      for (const KernelInfo &waited : kernels) {
+        if (waited.name != kernel.waitsFor || waited.target != kernel.target)
+          continue;
+        const KernelInfo *&successor = successors[&waited - kernels.data()];
+        if (!successor)
+          successor = &kernel;
+      }
+    }
+  }
+};
+} // namespace
+
+static const Manifest &getManifest() {
+  static const Manifest manifest(parseManifest(getLibrary().manifest));
+  return manifest;
+}
+
 const std::vector<KernelInfo> &cake::runtime::getKernels() {
-  static const std::vector<KernelInfo> kernels =
-      parseManifest(getLibrary().manifest);
-  return kernels;
+  return getManifest().kernels;
+}
+
+size_t detail::indexOf(const KernelInfo &kernel) {
+  const std::vector<KernelInfo> &kernels = getKernels();
+  if (&kernel < kernels.data() || &kernel >= kernels.data() + kernels.size())
+    throw std::runtime_error("cake: kernel " + kernel.name +
+                             " is not an entry of the manifest");
+  return &kernel - kernels.data();
 }
 
 KernelInfo::Target cake::runtime::targetOf(int device) {
@@ -355,15 +404,16 @@ KernelInfo::Target cake::runtime::targetOf(int device) {
                                : KernelInfo::Target::Gpu;
 }
 
-const KernelInfo &cake::runtime::selectKernel(KernelInfo::Target target,
-                                              Op op, DType weight, DType bias,
+const KernelInfo &cake::runtime::selectKernel(KernelInfo::Target target, Op op,
+                                              DType weight, DType bias,
                                               Policy policy, int64_t C) {
   // The first match for now; a choice among configs of one route goes here.
-  for (const KernelInfo &kernel : getKernels())
-    if (kernel.target == target && kernel.op == op && kernel.weight == weight &&
-        kernel.bias == bias && kernel.policy == policy &&
-        kernel.supportsChannels(C))
-      return kernel;
+  const Manifest &manifest = getManifest();
+  auto route = manifest.routes.find({target, op, weight, bias, policy});
+  if (route != manifest.routes.end())
+    for (const KernelInfo *kernel : route->second)
+      if (kernel->supportsChannels(C))
+        return *kernel;
   throw std::runtime_error(
       std::string("cake: no kernel in the manifest for target=") +
       (target == KernelInfo::Target::Gpu ? "gpu" : "host") + " op=" +
@@ -373,9 +423,8 @@ const KernelInfo &cake::runtime::selectKernel(KernelInfo::Target target,
 }
 
 const KernelInfo &cake::runtime::successorOf(const KernelInfo &kernel) {
-  for (const KernelInfo &other : getKernels())
-    if (other.waitsFor == kernel.name && other.target == kernel.target)
-      return other;
+  if (const KernelInfo *successor = getManifest().successors[indexOf(kernel)])
+    return *successor;
   throw std::runtime_error("cake: no kernel in the manifest waits for " +
                            kernel.name);
 }
@@ -398,8 +447,8 @@ const LaunchContract &cake::runtime::getLaunchContract() {
 }
 
 std::vector<std::pair<std::string, int64_t>>
-cake::runtime::launchAlignments(KernelInfo::Target target, Op op,
-                                DType weight, DType bias, Policy policy) {
+cake::runtime::launchAlignments(KernelInfo::Target target, Op op, DType weight,
+                                DType bias, Policy policy) {
   const KernelInfo &first = selectKernel(target, op, weight, bias, policy,
                                          getLaunchContract().channelMultiple);
   std::vector<const KernelInfo *> kernels = {&first};
@@ -410,8 +459,9 @@ cake::runtime::launchAlignments(KernelInfo::Target target, Op op,
     for (const KernelInfo::Param &param : kernel->params) {
       if (param.kind != KernelInfo::Param::Kind::Memref)
         continue;
-      auto known = std::find_if(result.begin(), result.end(),
-                                [&](const auto &r) { return r.first == param.name; });
+      auto known =
+          std::find_if(result.begin(), result.end(),
+                       [&](const auto &r) { return r.first == param.name; });
       if (known == result.end())
         result.emplace_back(param.name, param.align);
       else
@@ -426,8 +476,8 @@ int64_t cake::runtime::backwardWorkspaceBytes(int64_t C, int device) {
   for (const KernelInfo &kernel : getKernels())
     if (kernel.target == targetOf(device) && kernel.op == Op::Bwd &&
         kernel.supportsChannels(C))
-      bytes = std::max(bytes, maxParts(kernel, C, device) *
-                                  (kernel.width + 1) * C * 8);
+      bytes = std::max(bytes, maxParts(kernel, C, device) * (kernel.width + 1) *
+                                  C * 8);
   if (bytes < 0)
     throw std::runtime_error("cake: no bwd kernel in the manifest supports C=" +
                              std::to_string(C));
@@ -439,13 +489,6 @@ int64_t cake::runtime::backwardWorkspaceBytes(int64_t C, int device) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// The embedded kernels loaded into one context, and the image they came from.
-struct LoadedModule {
-  CUmodule module = nullptr;
-  const char *image = nullptr; ///< "cubin" or "ptx".
-  std::unordered_map<std::string, CUfunction> functions;
-};
-
 /// Sets the calling thread's stream capture mode to relaxed for the scope's
 /// life. Loading a module is no stream operation, but it may allocate device
 /// memory, which a thread in the default (global) capture mode may not do
@@ -497,7 +540,8 @@ static bool useCubin(const Driver &driver) {
 
 /// Loads the embedded kernels into the current context, every function fully:
 /// nothing is left for a later launch to load (which could fall inside a
-/// CUDA graph capture, or race another stream's work).
+/// CUDA graph capture, or race another stream's work). Queries each kernel's
+/// occupancy too, so that a launch asks the driver for nothing but itself.
 static LoadedModule loadModule(const Driver &driver) {
   LoadedModule loaded;
   bool cubin = useCubin(driver);
@@ -517,48 +561,59 @@ static LoadedModule loadModule(const Driver &driver) {
         std::string("cake: cuModuleLoadDataEx of the embedded ") +
         loaded.image + " failed: " + describeResult(result) +
         "\nJIT error log:\n" + log.c_str());
+  checkResult(driver.cuCtxGetDevice(&loaded.device), "cuCtxGetDevice");
+  int multiprocessors = 0;
+  checkResult(driver.cuDeviceGetAttribute(
+                  &multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                  loaded.device),
+              "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+  loaded.kernels.resize(getKernels().size());
   for (const KernelInfo &kernel : getKernels()) {
     if (kernel.target != KernelInfo::Target::Gpu)
       continue;
     CUfunction function;
     checkResult(driver.cuModuleGetFunction(&function, loaded.module,
                                            kernel.name.c_str()),
-                "cuModuleGetFunction for kernel " + kernel.name);
+                "cuModuleGetFunction for kernel", kernel.name);
     // Under CUDA_MODULE_LOADING=LAZY (the default of recent drivers) a
     // function may still be partly loaded; drivers before 12.4 lack
     // cuFuncLoad and load it in cuModuleGetFunction.
     if (driver.cuFuncLoad)
-      checkResult(driver.cuFuncLoad(function),
-                  "cuFuncLoad for kernel " + kernel.name);
-    loaded.functions.emplace(kernel.name, function);
+      checkResult(driver.cuFuncLoad(function), "cuFuncLoad for kernel",
+                  kernel.name);
+    int blocks = 0;
+    checkResult(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                    &blocks, function, int(kernel.block), 0),
+                "cuOccupancyMaxActiveBlocksPerMultiprocessor of", kernel.name);
+    loaded.kernels[indexOf(kernel)] = {function, std::max(1, blocks) *
+                                                     int64_t(multiprocessors) *
+                                                     kernel.block};
   }
   return loaded;
 }
 
-/// Returns the kernels of the current context, loading them on first use.
-static const LoadedModule &getModule() {
-  const Driver &driver = getDriver();
-  CUcontext context;
-  checkResult(driver.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
+const LoadedModule &detail::getModule(CUcontext context) {
   if (!context)
     throw std::runtime_error(
         "cake: no current CUDA context to load the kernels into");
-
   static std::mutex mutex;
   static std::unordered_map<CUcontext, LoadedModule> modules;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = modules.find(context);
   if (it == modules.end())
-    it = modules.emplace(context, loadModule(driver)).first;
+    it = modules.emplace(context, loadModule(getDriver())).first;
   // Elements of an unordered_map stay put when it grows.
   return it->second;
 }
 
-CUfunction detail::getFunction(const KernelInfo &kernel) {
-  return getModule().functions.at(kernel.name);
+const LoadedKernel &LoadedModule::get(const KernelInfo &kernel) const {
+  const std::vector<KernelInfo> &all = getKernels();
+  if (&kernel >= all.data() && &kernel < all.data() + all.size() &&
+      kernels[&kernel - all.data()].function)
+    return kernels[&kernel - all.data()];
+  throw std::runtime_error("cake: " + kernel.name +
+                           " is not a GPU kernel of the loaded library");
 }
-
-std::string detail::getLoadedImage() { return getModule().image; }
 
 //===----------------------------------------------------------------------===//
 // Host kernels

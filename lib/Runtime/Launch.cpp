@@ -14,6 +14,7 @@
 #include "Internal.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -44,31 +45,46 @@ static CUcontext getPrimaryContext(const Driver &driver, CUdevice device) {
 }
 
 namespace {
-/// Makes a context of a device current for the guard's life. The current
-/// context (normally PyTorch's) is kept when it belongs to the device. If no
-/// context is current, the device's primary context is made current and stays
-/// so; if another device's is, the primary context is pushed, then popped.
+/// Makes a context of a device current for the guard's life, and gives the
+/// kernels loaded into it. The current context (normally PyTorch's) is kept
+/// when it belongs to the device. If no context is current, the device's
+/// primary context is made current and stays so; if another device's is, the
+/// primary context is pushed, then popped.
 class DeviceContextGuard {
 public:
-  explicit DeviceContextGuard(int device) {
+  explicit DeviceContextGuard(int device) : device(device) {
     const Driver &driver = getDriver();
+    // A thread launches on one device, in one context, call after call: when
+    // the current context is the one the thread's last guard kept or made
+    // current for the device, it is that device's and its kernels are loaded,
+    // and one driver call is all it takes to know. (Like the modules, this
+    // takes a context's handle to name it for the life of the process.)
+    CUcontext current = nullptr;
+    if (driver.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current &&
+        current == recent.context && device == recent.device) {
+      context = current;
+      loaded = recent.module;
+      return;
+    }
     CUdevice handle;
-    checkResult(driver.cuDeviceGet(&handle, device),
-                "cuDeviceGet(" + std::to_string(device) + ")");
-    CUcontext current;
+    checkResult(driver.cuDeviceGet(&handle, device), "cuDeviceGet");
     checkResult(driver.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
     if (current) {
       CUdevice currentDevice;
       checkResult(driver.cuCtxGetDevice(&currentDevice), "cuCtxGetDevice");
-      if (currentDevice == handle)
+      if (currentDevice == handle) {
+        context = current;
+        remember = true;
         return;
+      }
     }
-    CUcontext primary = getPrimaryContext(driver, handle);
+    context = getPrimaryContext(driver, handle);
     if (!current) {
-      checkResult(driver.cuCtxSetCurrent(primary), "cuCtxSetCurrent");
+      checkResult(driver.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+      remember = true;
       return;
     }
-    checkResult(driver.cuCtxPushCurrent(primary), "cuCtxPushCurrent");
+    checkResult(driver.cuCtxPushCurrent(context), "cuCtxPushCurrent");
     pushed = true;
   }
   DeviceContextGuard(const DeviceContextGuard &) = delete;
@@ -79,14 +95,209 @@ public:
       getDriver().cuCtxPopCurrent(&popped);
   }
 
+  /// Returns the kernels of the context, loading them on first use.
+  const LoadedModule &module() {
+    if (!loaded) {
+      loaded = &getModule(context);
+      // A pushed context is not the thread's own: the next call starts over.
+      if (remember)
+        recent = {context, device, loaded};
+    }
+    return *loaded;
+  }
+
 private:
+  /// The context a thread's last guard left current, for `device`.
+  struct Recent {
+    CUcontext context = nullptr;
+    int device = 0;
+    const LoadedModule *module = nullptr;
+  };
+  static thread_local Recent recent;
+
+  int device;
+  CUcontext context = nullptr;
+  const LoadedModule *loaded = nullptr;
+  bool remember = false;
   bool pushed = false;
 };
+
+thread_local DeviceContextGuard::Recent DeviceContextGuard::recent;
 } // namespace
 
 std::string cake::runtime::loadKernels(int device) {
   DeviceContextGuard guard(device);
-  return getLoadedImage();
+  return guard.module().image;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel parameters
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// The operands the runtime passes to kernels.
+enum class Operand : uint8_t {
+  X,
+  Weight,
+  CuSeqlens,
+  Bias,
+  Y,
+  Dy,
+  Dx,
+  Partials,
+  Dweight,
+  Dbias,
+  Parts,
+  TileBegin,
+  TileEnd,
+};
+constexpr size_t kNumOperands = size_t(Operand::TileEnd) + 1;
+
+/// The rank of an index operand in kOperandParams.
+constexpr int kIndex = -1;
+
+/// The manifest's parameter of each operand: its name and rank (kIndex for an
+/// index), by Operand.
+constexpr std::pair<const char *, int> kOperandParams[kNumOperands] = {
+    {"x", 2},
+    {"weight", 2},
+    {"cu_seqlens", 1},
+    {"bias", 1},
+    {"y", 2},
+    {"dy", 2},
+    {"dx", 2},
+    {"partials", 2},
+    {"dweight", 2},
+    {"dbias", 1},
+    {"parts", kIndex},
+    {"tile_begin", kIndex},
+    {"tile_end", kIndex}};
+
+/// The most 64-bit words a launch passes: a memref takes 3 + 2 * rank, an
+/// index one, and a kernel takes each operand at most once (the manifest
+/// names no parameter twice).
+constexpr size_t kMaxWords = [] {
+  size_t words = 0;
+  for (const auto &param : kOperandParams)
+    words += param.second == kIndex ? 1 : 3 + 2 * param.second;
+  return words;
+}();
+
+/// The operands of one launch: which are given, and their values.
+class Operands {
+public:
+  /// Gives memref `operand` with its data and its sizes (row-major,
+  /// contiguous; as many as its rank).
+  void memref(Operand operand, DevicePtr data, std::array<int64_t, 2> sizes) {
+    Value &value = give(operand);
+    value.data = data;
+    value.sizes = sizes;
+  }
+  /// Gives index `operand`.
+  void index(Operand operand, int64_t value) {
+    give(operand).data = static_cast<uint64_t>(value);
+  }
+
+  bool has(Operand operand) const { return values[size_t(operand)].given; }
+  size_t count() const { return given; }
+  /// The data of a memref, the value of an index.
+  uint64_t data(Operand operand) const { return values[size_t(operand)].data; }
+  int64_t size(Operand operand, int dim) const {
+    return values[size_t(operand)].sizes[dim];
+  }
+
+private:
+  struct Value {
+    bool given = false;
+    uint64_t data = 0;
+    std::array<int64_t, 2> sizes = {};
+  };
+
+  Value &give(Operand operand) {
+    Value &value = values[size_t(operand)];
+    if (!value.given)
+      ++given;
+    value.given = true;
+    return value;
+  }
+
+  std::array<Value, kNumOperands> values;
+  size_t given = 0;
+};
+
+/// A launch's parameters as 64-bit words; a fixed array, so that packing
+/// allocates nothing.
+struct ParamWords {
+  std::array<uint64_t, kMaxWords> words;
+  size_t size = 0;
+};
+} // namespace
+
+/// Returns, by kernel position, each parameter's operand: the one of the same
+/// name, kind and rank, or none when the runtime passes no such operand.
+/// Resolved once, so that a launch compares no names.
+static const std::vector<std::vector<std::optional<Operand>>> &getLayouts() {
+  static const std::vector<std::vector<std::optional<Operand>>> layouts = [] {
+    std::vector<std::vector<std::optional<Operand>>> result;
+    for (const KernelInfo &kernel : getKernels()) {
+      std::vector<std::optional<Operand>> &layout = result.emplace_back();
+      for (const KernelInfo::Param &param : kernel.params) {
+        bool index = param.kind == KernelInfo::Param::Kind::Index;
+        std::optional<Operand> &operand = layout.emplace_back();
+        for (size_t i = 0; i < kNumOperands; ++i) {
+          auto [name, rank] = kOperandParams[i];
+          if (param.name == name &&
+              (index ? rank == kIndex : rank != kIndex && param.rank == rank))
+            operand = Operand(i);
+        }
+      }
+    }
+    return result;
+  }();
+  return layouts;
+}
+
+/// Returns the operands of `kernel` as 64-bit words in the order of the
+/// manifest's params: a memref as `allocated, aligned, offset, sizes...,
+/// strides...`, an index as itself. Both targets take them so.
+static ParamWords packParams(const KernelInfo &kernel,
+                             const Operands &operands) {
+  const std::vector<std::optional<Operand>> &layout =
+      getLayouts()[indexOf(kernel)];
+  ParamWords result;
+  uint64_t *words = result.words.data();
+  for (size_t i = 0; i < layout.size(); ++i) {
+    if (!layout[i] || !operands.has(*layout[i])) {
+      const KernelInfo::Param &param = kernel.params[i];
+      throw std::runtime_error("cake: kernel " + kernel.name + " takes '" +
+                               param.name + ":" +
+                               (param.kind == KernelInfo::Param::Kind::Index
+                                    ? std::string("index")
+                                    : std::to_string(param.rank)) +
+                               "', which the runtime does not pass");
+    }
+    Operand operand = *layout[i];
+    int rank = kOperandParams[size_t(operand)].second;
+    if (rank == kIndex) {
+      *words++ = operands.data(operand);
+      continue;
+    }
+    *words++ = operands.data(operand);
+    *words++ = operands.data(operand);
+    *words++ = 0;
+    for (int d = 0; d < rank; ++d)
+      words[d] = static_cast<uint64_t>(operands.size(operand, d));
+    // Row-major strides, innermost last.
+    uint64_t stride = 1;
+    for (int d = rank; d-- > 0; stride *= operands.size(operand, d))
+      words[rank + d] = stride;
+    words += 2 * rank;
+  }
+  if (layout.size() != operands.count())
+    throw std::runtime_error("cake: kernel " + kernel.name +
+                             " takes fewer operands than the runtime passes");
+  result.size = words - result.words.data();
+  return result;
 }
 
 //===----------------------------------------------------------------------===//
@@ -94,86 +305,24 @@ std::string cake::runtime::loadKernels(int device) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-/// A memref operand: its name in the manifest, its data pointer and its sizes
-/// (row-major, contiguous).
-struct Memref {
-  std::string name;
-  DevicePtr data;
-  std::vector<int64_t> sizes;
-};
-
-/// An index operand.
-struct Index {
-  std::string name;
-  int64_t value;
-};
-} // namespace
-
-/// Returns the operands of `kernel` as 64-bit words in the order of the
-/// manifest's params: a memref as `allocated, aligned, offset, sizes...,
-/// strides...`, an index as itself. Both targets take them so.
-static std::vector<uint64_t> packParams(const KernelInfo &kernel,
-                                        const std::vector<Memref> &memrefs,
-                                        const std::vector<Index> &indices) {
-  auto missing = [&](const std::string &param) {
-    return std::runtime_error("cake: kernel " + kernel.name + " takes '" +
-                              param + "', which the runtime does not pass");
-  };
-  std::vector<uint64_t> words;
-  size_t used = 0;
-  for (const KernelInfo::Param &param : kernel.params) {
-    if (param.kind == KernelInfo::Param::Kind::Index) {
-      auto it = std::find_if(indices.begin(), indices.end(),
-                             [&](const Index &i) { return i.name == param.name; });
-      if (it == indices.end())
-        throw missing(param.name + ":index");
-      words.push_back(static_cast<uint64_t>(it->value));
-      ++used;
-      continue;
-    }
-    auto it = std::find_if(memrefs.begin(), memrefs.end(),
-                           [&](const Memref &m) { return m.name == param.name; });
-    if (it == memrefs.end() ||
-        static_cast<int64_t>(it->sizes.size()) != param.rank)
-      throw missing(param.name + ":" + std::to_string(param.rank));
-    ++used;
-    words.insert(words.end(), {it->data, it->data, 0});
-    words.insert(words.end(), it->sizes.begin(), it->sizes.end());
-    std::vector<uint64_t> strides(it->sizes.size());
-    uint64_t stride = 1;
-    for (size_t i = strides.size(); i-- > 0; stride *= it->sizes[i])
-      strides[i] = stride;
-    words.insert(words.end(), strides.begin(), strides.end());
-  }
-  if (used != memrefs.size() + indices.size())
-    throw std::runtime_error("cake: kernel " + kernel.name +
-                             " takes fewer operands than the runtime passes");
-  return words;
-}
-
-namespace {
 /// One GPU kernel launch, prepared (function, grid, parameters) before any
 /// launch is issued.
 class Launch {
 public:
-  Launch(const KernelInfo &kernel, int64_t gridX,
-         const std::vector<Memref> &memrefs,
-         const std::vector<Index> &indices = {})
-      : kernel(kernel), function(getFunction(kernel)),
-        paramValues(packParams(kernel, memrefs, indices)) {
+  Launch(const KernelInfo &kernel, CUfunction function, int64_t gridX,
+         const Operands &operands)
+      : kernel(kernel), function(function),
+        params(packParams(kernel, operands)) {
     if (gridX < 1 || gridX > INT32_MAX || kernel.block > 1024)
-      throw std::runtime_error("cake: kernel " + kernel.name +
-                               " cannot be launched with grid " +
-                               std::to_string(gridX) + " and block " +
-                               std::to_string(kernel.block));
+      throw std::runtime_error(
+          "cake: kernel " + kernel.name + " cannot be launched with grid " +
+          std::to_string(gridX) + " and block " + std::to_string(kernel.block));
     config.gridDimX = static_cast<unsigned>(gridX);
     config.gridDimY = 1;
     config.gridDimZ = 1;
     config.blockDimX = static_cast<unsigned>(kernel.block);
     config.blockDimY = 1;
     config.blockDimZ = 1;
-    for (uint64_t &value : paramValues)
-      paramPointers.push_back(&value);
   }
   Launch(const Launch &) = delete;
   Launch &operator=(const Launch &) = delete;
@@ -187,17 +336,19 @@ public:
     config.hStream = reinterpret_cast<CUstream>(stream);
     config.attrs = programmaticDependent ? &attribute : nullptr;
     config.numAttrs = programmaticDependent ? 1 : 0;
-    checkResult(getDriver().cuLaunchKernelEx(&config, function,
-                                             paramPointers.data(), nullptr),
-                "cuLaunchKernelEx of kernel " + kernel.name);
+    std::array<void *, kMaxWords> pointers;
+    for (size_t i = 0; i < params.size; ++i)
+      pointers[i] = &params.words[i];
+    checkResult(getDriver().cuLaunchKernelEx(&config, function, pointers.data(),
+                                             nullptr),
+                "cuLaunchKernelEx of kernel", kernel.name);
   }
 
 private:
   const KernelInfo &kernel;
   CUfunction function;
   CUlaunchConfig config = {};
-  std::vector<uint64_t> paramValues;
-  std::vector<void *> paramPointers;
+  ParamWords params;
 };
 } // namespace
 
@@ -206,28 +357,25 @@ private:
 /// runs a tile changes nothing in the results: every tile writes its own
 /// outputs.
 static void runOnHost(const KernelInfo &kernel, int64_t tiles,
-                      const std::vector<Memref> &memrefs,
-                      std::vector<Index> indices) {
+                      Operands operands) {
   HostKernel run = getHostKernel(kernel);
-  int64_t threads = std::clamp<int64_t>(
-      std::thread::hardware_concurrency(), 1, std::max<int64_t>(1, tiles));
-  indices.push_back({"tile_begin", 0});
-  indices.push_back({"tile_end", 0});
-  std::vector<std::vector<uint64_t>> words;
+  int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1,
+                                        std::max<int64_t>(1, tiles));
+  std::vector<ParamWords> words;
   for (int64_t t = 0; t < threads; ++t) {
-    indices[indices.size() - 2].value = t * tiles / threads;
-    indices.back().value = (t + 1) * tiles / threads;
-    words.push_back(packParams(kernel, memrefs, indices));
+    operands.index(Operand::TileBegin, t * tiles / threads);
+    operands.index(Operand::TileEnd, (t + 1) * tiles / threads);
+    words.push_back(packParams(kernel, operands));
   }
   std::vector<std::thread> workers;
   for (int64_t t = 1; t < threads; ++t) {
     try {
-      workers.emplace_back(run, words[t].data());
+      workers.emplace_back(run, words[t].words.data());
     } catch (const std::system_error &) {
-      run(words[t].data()); // No thread to be had: the range runs here.
+      run(words[t].words.data()); // No thread to be had: the range runs here.
     }
   }
-  run(words[0].data());
+  run(words[0].words.data());
   for (std::thread &worker : workers)
     worker.join();
 }
@@ -244,7 +392,8 @@ static void checkOneOf(const char *name, E value,
     return;
   std::string expected;
   for (E option : allowed)
-    expected += (expected.empty() ? "'" : ", '") + std::string(nameOf(option)) + "'";
+    expected +=
+        (expected.empty() ? "'" : ", '") + std::string(nameOf(option)) + "'";
   throw std::runtime_error("cake: " + std::string(name) + " must be one of " +
                            expected + ", got '" + std::string(nameOf(value)) +
                            "'");
@@ -262,29 +411,17 @@ static void checkSizes(int64_t S, int64_t C, int64_t numDocs) {
 // Grid shape
 //===----------------------------------------------------------------------===//
 
-/// Returns the threads of `kernel` the device holds at once, from the
-/// driver's occupancy of the kernel, computed once per kernel and device.
-static int64_t residentThreads(const KernelInfo &kernel, int device) {
-  static std::mutex mutex;
-  static std::map<std::pair<std::string, int>, int64_t> cache;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto [it, inserted] = cache.try_emplace({kernel.name, device}, 0);
-  if (!inserted)
-    return it->second;
-  const Driver &driver = getDriver();
-  DeviceContextGuard guard(device);
-  CUdevice handle;
-  checkResult(driver.cuDeviceGet(&handle, device), "cuDeviceGet");
-  int multiprocessors = 0, blocks = 0;
-  checkResult(driver.cuDeviceGetAttribute(
-                  &multiprocessors,
-                  CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, handle),
-              "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
-  checkResult(driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                  &blocks, getFunction(kernel), int(kernel.block), 0),
-              "cuOccupancyMaxActiveBlocksPerMultiprocessor of " + kernel.name);
-  it->second = std::max(1, blocks) * int64_t(multiprocessors) * kernel.block;
-  return it->second;
+/// maxParts of a host kernel.
+static int64_t hostMaxParts(const KernelInfo &kernel, int64_t C) {
+  return std::max<int64_t>(1,
+                           kHostPartialsBytes / ((kernel.width + 1) * C * 8));
+}
+
+/// maxParts of a GPU kernel of which the device holds `residentThreads`
+/// threads at once.
+static int64_t gpuMaxParts(const KernelInfo &kernel, int64_t C,
+                           int64_t residentThreads) {
+  return std::max<int64_t>(1, residentThreads / (C / kernel.vectorChannels));
 }
 
 int64_t cake::runtime::maxParts(const KernelInfo &kernel, int64_t C,
@@ -294,19 +431,24 @@ int64_t cake::runtime::maxParts(const KernelInfo &kernel, int64_t C,
                              " cannot run with C=" + std::to_string(C) +
                              " on device " + std::to_string(device));
   if (kernel.target == KernelInfo::Target::Host)
-    return std::max<int64_t>(1,
-                             kHostPartialsBytes / ((kernel.width + 1) * C * 8));
-  int64_t groups = C / kernel.vectorChannels;
-  return std::max<int64_t>(1, residentThreads(kernel, device) / groups);
+    return hostMaxParts(kernel, C);
+  DeviceContextGuard guard(device);
+  return gpuMaxParts(kernel, C, guard.module().get(kernel).residentThreads);
 }
 
-int64_t cake::runtime::partsFor(const KernelInfo &kernel, int64_t S, int64_t C,
-                                int device) {
+/// partsFor of a kernel that may split into `maxParts` parts.
+static int64_t partsWithin(const KernelInfo &kernel, int64_t S,
+                           int64_t maxParts) {
   int64_t minTokens = kernel.target == KernelInfo::Target::Host
                           ? kMinHostPartTokens
                           : kMinPartTokens;
   int64_t byLength = std::max<int64_t>(1, ceilDiv(S, minTokens));
-  return std::min(maxParts(kernel, C, device), byLength);
+  return std::min(maxParts, byLength);
+}
+
+int64_t cake::runtime::partsFor(const KernelInfo &kernel, int64_t S, int64_t C,
+                                int device) {
+  return partsWithin(kernel, S, maxParts(kernel, C, device));
 }
 
 /// The tiles of a fwd or bwd launch: one per (part, channel group).
@@ -328,20 +470,26 @@ void cake::runtime::forward(const ForwardArgs &args) {
     return;
 
   int64_t S = args.S, C = args.C, width = kernel.width;
-  int64_t parts = partsFor(kernel, S, C, args.device);
-  std::vector<Memref> memrefs = {
-      {"x", args.x, {S, C}},
-      {"weight", args.weight, {C, width}},
-      {"cu_seqlens", args.cuSeqlens, {args.numDocs + 1}},
-      {"y", args.y, {S, C}}};
+  Operands operands;
+  operands.memref(Operand::X, args.x, {S, C});
+  operands.memref(Operand::Weight, args.weight, {C, width});
+  operands.memref(Operand::CuSeqlens, args.cuSeqlens, {args.numDocs + 1});
+  operands.memref(Operand::Y, args.y, {S, C});
   if (args.biasDtype != DType::None)
-    memrefs.push_back({"bias", args.bias, {C}});
-  int64_t tiles = tileCount(kernel, parts, C);
+    operands.memref(Operand::Bias, args.bias, {C});
 
-  if (target == KernelInfo::Target::Host)
-    return runOnHost(kernel, tiles, memrefs, {{"parts", parts}});
+  if (target == KernelInfo::Target::Host) {
+    int64_t parts = partsWithin(kernel, S, hostMaxParts(kernel, C));
+    operands.index(Operand::Parts, parts);
+    return runOnHost(kernel, tileCount(kernel, parts, C), operands);
+  }
   DeviceContextGuard guard(args.device);
-  Launch(kernel, ceilDiv(tiles, kernel.block), memrefs, {{"parts", parts}})
+  const LoadedKernel &loaded = guard.module().get(kernel);
+  int64_t parts =
+      partsWithin(kernel, S, gpuMaxParts(kernel, C, loaded.residentThreads));
+  operands.index(Operand::Parts, parts);
+  Launch(kernel, loaded.function,
+         ceilDiv(tileCount(kernel, parts, C), kernel.block), operands)
       .issue(args.stream, false);
 }
 
@@ -360,40 +508,53 @@ void cake::runtime::backward(const BackwardArgs &args) {
 
   int64_t S = args.S, C = args.C, width = bwd.width;
   bool hasBias = args.biasDtype != DType::None;
-  int64_t parts = S == 0 ? 0 : partsFor(bwd, S, C, args.device);
   int64_t columns = width * C + (hasBias ? C : 0);
-  Memref partials = {"partials", args.workspace, {parts, (width + 1) * C}};
-
-  std::vector<Memref> bwdMemrefs = {
-      {"x", args.x, {S, C}},
-      {"weight", args.weight, {C, width}},
-      {"cu_seqlens", args.cuSeqlens, {args.numDocs + 1}},
-      {"dy", args.dy, {S, C}},
-      {"dx", args.dx, {S, C}},
-      partials};
-  std::vector<Memref> reduceMemrefs = {partials,
-                                       {"dweight", args.dweight, {C, width}}};
+  Operands bwdOperands, reduceOperands;
+  bwdOperands.memref(Operand::X, args.x, {S, C});
+  bwdOperands.memref(Operand::Weight, args.weight, {C, width});
+  bwdOperands.memref(Operand::CuSeqlens, args.cuSeqlens, {args.numDocs + 1});
+  bwdOperands.memref(Operand::Dy, args.dy, {S, C});
+  bwdOperands.memref(Operand::Dx, args.dx, {S, C});
+  reduceOperands.memref(Operand::Dweight, args.dweight, {C, width});
   if (hasBias) {
-    bwdMemrefs.push_back({"bias", args.bias, {C}});
-    reduceMemrefs.push_back({"dbias", args.dbias, {C}});
+    bwdOperands.memref(Operand::Bias, args.bias, {C});
+    reduceOperands.memref(Operand::Dbias, args.dbias, {C});
   }
-  int64_t tiles = tileCount(bwd, parts, C);
   // A reduce whose columns are shared by several lanes runs whole subgroups.
   int64_t reduceThreads = columns;
   if (reduce.lanesPerItem > 1)
     reduceThreads = ceilDiv(columns * reduce.lanesPerItem, 32) * 32;
+  // The partial rows: one per part, which on a GPU the occupancy in the
+  // launch's context decides.
+  auto givePartials = [&](int64_t parts) {
+    for (Operands *operands : {&bwdOperands, &reduceOperands})
+      operands->memref(Operand::Partials, args.workspace,
+                       {parts, (width + 1) * C});
+  };
 
   if (target == KernelInfo::Target::Host) {
+    int64_t parts = S == 0 ? 0 : partsWithin(bwd, S, hostMaxParts(bwd, C));
+    givePartials(parts);
     if (S > 0)
-      runOnHost(bwd, tiles, bwdMemrefs, {});
-    return runOnHost(reduce, columns, reduceMemrefs, {});
+      runOnHost(bwd, tileCount(bwd, parts, C), bwdOperands);
+    return runOnHost(reduce, columns, reduceOperands);
   }
   DeviceContextGuard guard(args.device);
+  const LoadedModule &module = guard.module();
   std::optional<Launch> bwdLaunch;
-  if (S > 0)
-    bwdLaunch.emplace(bwd, ceilDiv(tiles, bwd.block), bwdMemrefs);
-  Launch reduceLaunch(reduce, ceilDiv(reduceThreads, reduce.block),
-                      reduceMemrefs);
+  if (S > 0) {
+    const LoadedKernel &loaded = module.get(bwd);
+    int64_t parts =
+        partsWithin(bwd, S, gpuMaxParts(bwd, C, loaded.residentThreads));
+    givePartials(parts);
+    bwdLaunch.emplace(bwd, loaded.function,
+                      ceilDiv(tileCount(bwd, parts, C), bwd.block),
+                      bwdOperands);
+  } else {
+    givePartials(0);
+  }
+  Launch reduceLaunch(reduce, module.get(reduce).function,
+                      ceilDiv(reduceThreads, reduce.block), reduceOperands);
   if (bwdLaunch)
     bwdLaunch->issue(args.stream, false);
   // Without a bwd launch, plain stream order is all the reduce needs.

@@ -34,6 +34,7 @@
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -76,13 +77,17 @@ std::optional<int> runtimeDevice(c10::Device device) {
     index = device.index();
   else
     return std::nullopt;
-  static std::mutex mutex;
-  static std::map<int, bool> supported;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto [it, inserted] = supported.try_emplace(index, false);
-  if (inserted)
-    it->second = isSupported(index);
-  return it->second ? std::optional<int>(index) : std::nullopt;
+  // By index + 1 (c10's indices are at most 127): 0 not yet asked, 1
+  // supported, 2 not. No lock on the way of every call; two threads asking
+  // at once get the same answer.
+  static std::array<std::atomic<int8_t>, 129> supported{};
+  std::atomic<int8_t> &known = supported[index + 1];
+  int8_t answer = known.load(std::memory_order_relaxed);
+  if (answer == 0) {
+    answer = isSupported(index) ? 1 : 2;
+    known.store(answer, std::memory_order_relaxed);
+  }
+  return answer == 1 ? std::optional<int>(index) : std::nullopt;
 }
 
 /// The handle of the current stream of `device` (0 on the host), through
@@ -98,12 +103,21 @@ StreamHandle currentStream(c10::Device device) {
 
 /// backwardWorkspaceBytes, computed once per (C, device).
 int64_t workspaceBytes(int64_t C, int device) {
+  // A thread calls with one (C, device) call after call: no lock then.
+  thread_local struct {
+    int64_t C = 0;
+    int device = 0;
+    int64_t bytes = -1;
+  } last;
+  if (last.bytes >= 0 && last.C == C && last.device == device)
+    return last.bytes;
   static std::mutex mutex;
   static std::map<std::pair<int64_t, int>, int64_t> bytes;
   std::lock_guard<std::mutex> lock(mutex);
   auto [it, inserted] = bytes.try_emplace({C, device}, 0);
   if (inserted)
     it->second = backwardWorkspaceBytes(C, device);
+  last = {C, device, it->second};
   return it->second;
 }
 
@@ -217,6 +231,14 @@ void bumpVersions(std::initializer_list<const Tensor *> outputs) {
       torch::autograd::impl::bump_version(*t);
 }
 
+/// at::empty_like(t), in one dispatch instead of two for the tensors here
+/// (dense, unnamed): what empty_like itself then allocates.
+Tensor emptyLike(const Tensor &t) {
+  if (!t.is_non_overlapping_and_dense() || t.has_names())
+    return at::empty_like(t);
+  return at::empty_strided(t.sizes(), t.strides(), t.options());
+}
+
 uintptr_t pointer(const Tensor &t) {
   return t.defined() ? reinterpret_cast<uintptr_t>(t.data_ptr()) : 0;
 }
@@ -225,7 +247,7 @@ uintptr_t pointer(const Tensor &t) {
 /// undefined); returns y.
 Tensor launchForward(const Inputs &in, Tensor y) {
   if (!y.defined())
-    y = at::empty_like(in.x);
+    y = emptyLike(in.x);
   ForwardArgs args;
   args.x = pointer(in.x);
   args.weight = pointer(in.weight);
@@ -291,11 +313,11 @@ std::optional<Grads> tryBackward(Inputs &in, const Tensor &dy, Policy policy,
     return std::nullopt;
   bumpVersions({&dx, &dweight, &dbias, &workspace});
   if (!dx.defined())
-    dx = at::empty_like(in.x);
+    dx = emptyLike(in.x);
   if (!dweight.defined())
-    dweight = at::empty_like(in.weight);
+    dweight = emptyLike(in.weight);
   if (!dbias.defined() && in.bias.defined())
-    dbias = at::empty_like(in.bias);
+    dbias = emptyLike(in.bias);
   if (!workspace.defined())
     workspace = at::empty({bytes}, in.x.options().dtype(at::kByte));
   BackwardArgs args;
@@ -394,8 +416,11 @@ struct CakeCausalConv1d : torch::autograd::Function<CakeCausalConv1d> {
            torch::autograd::variable_list gradOutputs) {
     torch::autograd::variable_list saved = ctx->get_saved_variables();
     Inputs in{saved[0], saved[1], saved[2], saved[3]};
-    // As CakeCausalConv1dFunction: the kernels read dy as packed bf16.
-    Tensor dy = gradOutputs[0].to(at::kBFloat16).contiguous();
+    // As CakeCausalConv1dFunction: the kernels read dy as packed bf16. The
+    // common grad_y is already that: no dispatch then.
+    Tensor dy = gradOutputs[0];
+    if (dy.scalar_type() != at::kBFloat16 || !dy.is_contiguous())
+      dy = dy.to(at::kBFloat16).contiguous();
     auto policy = Policy(ctx->saved_data["policy"].toInt());
     std::optional<Grads> grads =
         tryBackward(in, dy, policy, Tensor(), Tensor(), Tensor(), Tensor());
