@@ -20,9 +20,10 @@ struct DefaultTiling {
   /// Independent running sums per column of the weight-gradient reduction:
   /// as many loads in flight per thread.
   static constexpr int64_t reduceChains = 8;
-  /// Threads that share one column of the reduction, each summing every
-  /// `reduceSlices`-th row: more loads in flight on more of the GPU.
-  static constexpr int64_t reduceSlices = 1;
+  /// Threads that share one column of the reduction on a GPU, each summing
+  /// every `reduceSlices`-th row: more loads in flight on more of the GPU
+  /// (cake-tile itself defaults to one, which every target can run).
+  static constexpr int64_t reduceSlices = 4;
 };
 } // namespace mlir::cake
 

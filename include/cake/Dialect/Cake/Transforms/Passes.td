@@ -61,7 +61,7 @@ def CakeTilePass : Pass<"cake-tile"> {
            "Running sums per column of cake.partials_reduce (a power of "
            "two): loads in flight per thread">,
     Option<"reduceSlices", "reduce-slices", "int64_t",
-           /*default=*/"::mlir::cake::DefaultTiling::reduceSlices",
+           /*default=*/"1",
            "Threads per column of cake.partials_reduce (a power of two up "
            "to 32); above 1 they add their sums with cake.lane_sum, which "
            "only the GPU lowers">,
