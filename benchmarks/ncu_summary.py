@@ -71,6 +71,9 @@ print(f"ran forward + backward {iters} times at S={S}, C={C}, {docs} documents")
 
 
 PREFIXES = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+# Short time units, and prefixes spelled out, as some ncu versions write them.
+TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+PREFIX_WORDS = {"nano": "n", "micro": "u", "milli": "m", "kilo": "K", "mega": "M", "giga": "G"}
 
 
 def unit_scale(unit: str) -> float:
@@ -79,9 +82,12 @@ def unit_scale(unit: str) -> float:
     honoured --print-units base."""
 
     def one(part: str) -> float:
+        if part in TIME_UNITS:
+            return TIME_UNITS[part]
         for base in ("byte", "second", "cycle", "inst"):
             if part.endswith(base) and part != base:
-                return PREFIXES.get(part[: -len(base)], 1.0)
+                prefix = part[: -len(base)]
+                return PREFIXES.get(PREFIX_WORDS.get(prefix, prefix), 1.0)
         return 1.0
 
     numerator, _, denominator = unit.partition("/")

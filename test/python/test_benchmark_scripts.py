@@ -116,6 +116,9 @@ def test_ncu_csv_wide_and_long_forms():
     assert [r["Kernel Name"] for r in rows] == ["cake_fwd_x", "cake_fwd_x", "cake_bwd_x"]
     assert rows[0]["gpu__time_duration.sum"] == pytest.approx(1.5e-3)
     assert rows[2]["gpu__time_duration.sum"] == pytest.approx(2e-5)
+    for unit in ("ns", "nanosecond", "nsecond"):
+        assert ncu.unit_scale(unit) == pytest.approx(1e-9)
+    assert ncu.unit_scale("us") == pytest.approx(1e-6)
     table = ncu.summarize(rows)
     assert "| cake_fwd_x | 2 |" in table and "| 2000 |" in table  # median, in us
     assert "| cake_bwd_x | 1 |" in table and "| 247 |" in table
