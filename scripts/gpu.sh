@@ -49,9 +49,11 @@ export PYTHONUNBUFFERED=1
 
 # Runs "$@" with its output shown and saved to $log_dir/<name>.log; fails
 # when the command fails.
+ran=()
 step() {
   local name=$1
   shift
+  ran+=("$name")
   echo "=== $name: $*"
   "$@" 2>&1 | tee "$log_dir/$name.log"
 }
@@ -118,4 +120,11 @@ if wants first-call; then
   step first-call python3 benchmarks/first_call.py --json "$log_dir/first-call.json" \
     || status=$?
 fi
+# Each step's verdict once more, last, for whoever keeps only the output's end.
+echo "=== summary (logs in $log_dir)"
+for name in "${ran[@]}"; do
+  verdict=$(grep -E "passed|failed|[0-9] errors?\b|SUMMARY|eager route|target " \
+    "$log_dir/$name.log" | tail -n 3 | tr '\n' ' ' || true)
+  echo "$name: ${verdict:-(see $name.log)}"
+done
 exit "$status"
