@@ -520,10 +520,6 @@ void cake::runtime::backward(const BackwardArgs &args) {
     bwdOperands.memref(Operand::Bias, args.bias, {C});
     reduceOperands.memref(Operand::Dbias, args.dbias, {C});
   }
-  // A reduce whose columns are shared by several lanes runs whole subgroups.
-  int64_t reduceThreads = columns;
-  if (reduce.lanesPerItem > 1)
-    reduceThreads = ceilDiv(columns * reduce.lanesPerItem, 32) * 32;
   // The partial rows: one per part, which on a GPU the occupancy in the
   // launch's context decides.
   auto givePartials = [&](int64_t parts) {
@@ -553,6 +549,10 @@ void cake::runtime::backward(const BackwardArgs &args) {
   } else {
     givePartials(0);
   }
+  // A reduce whose columns are shared by several lanes runs whole subgroups.
+  int64_t reduceThreads = columns;
+  if (reduce.lanesPerItem > 1)
+    reduceThreads = ceilDiv(columns * reduce.lanesPerItem, 32) * 32;
   Launch reduceLaunch(reduce, module.get(reduce).function,
                       ceilDiv(reduceThreads, reduce.block), reduceOperands);
   if (bwdLaunch)

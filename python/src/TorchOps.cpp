@@ -243,17 +243,14 @@ uintptr_t pointer(const Tensor &t) {
   return t.defined() ? reinterpret_cast<uintptr_t>(t.data_ptr()) : 0;
 }
 
-/// Launches the forward of checked inputs into `y` (allocated when
-/// undefined); returns y.
-Tensor launchForward(const Inputs &in, Tensor y) {
-  if (!y.defined())
-    y = emptyLike(in.x);
-  ForwardArgs args;
+/// ForwardArgs or BackwardArgs with the fields they share set from checked
+/// inputs.
+template <typename Args> Args argsOf(const Inputs &in) {
+  Args args;
   args.x = pointer(in.x);
   args.weight = pointer(in.weight);
   args.cuSeqlens = pointer(in.cuSeqlens);
   args.bias = pointer(in.bias);
-  args.y = pointer(y);
   args.S = in.S;
   args.C = in.C;
   args.numDocs = in.numDocs;
@@ -261,6 +258,16 @@ Tensor launchForward(const Inputs &in, Tensor y) {
   args.biasDtype = in.biasDtype;
   args.device = in.device;
   args.stream = currentStream(in.x.device());
+  return args;
+}
+
+/// Launches the forward of checked inputs into `y` (allocated when
+/// undefined); returns y.
+Tensor launchForward(const Inputs &in, Tensor y) {
+  if (!y.defined())
+    y = emptyLike(in.x);
+  ForwardArgs args = argsOf<ForwardArgs>(in);
+  args.y = pointer(y);
   forward(args);
   return y;
 }
@@ -320,24 +327,13 @@ std::optional<Grads> tryBackward(Inputs &in, const Tensor &dy, Policy policy,
     dbias = emptyLike(in.bias);
   if (!workspace.defined())
     workspace = at::empty({bytes}, in.x.options().dtype(at::kByte));
-  BackwardArgs args;
-  args.x = pointer(in.x);
-  args.weight = pointer(in.weight);
-  args.cuSeqlens = pointer(in.cuSeqlens);
-  args.bias = pointer(in.bias);
+  BackwardArgs args = argsOf<BackwardArgs>(in);
   args.dy = pointer(dy);
   args.dx = pointer(dx);
   args.dweight = pointer(dweight);
   args.dbias = pointer(dbias);
   args.workspace = pointer(workspace);
-  args.S = in.S;
-  args.C = in.C;
-  args.numDocs = in.numDocs;
-  args.weightDtype = in.weightDtype;
-  args.biasDtype = in.biasDtype;
   args.policy = policy;
-  args.device = in.device;
-  args.stream = currentStream(device);
   backward(args);
   return Grads{dx, dweight, dbias};
 }
