@@ -7,7 +7,8 @@
 //   for each token t of the tile:
 //     load row t
 //     if t is width-1 tokens into its document: pre = taps . (window, row)
-//     else: advance the document cursor, zero window rows before the document
+//     else: advance the document cursor; by how deep t is into its
+//           document, pre = the same sum without the rows before its start
 //     y[t] = act(pre + bias)
 //
 //===----------------------------------------------------------------------===//
@@ -60,33 +61,48 @@ private:
                                              history + DocCursor::numValues)));
     return SmallVector<Value>(buildBranches(
         r.builder(), op.getLoc(), interior,
-        [&] { return computeRow(token, state, current, /*interior=*/true); },
-        [&] { return computeRow(token, state, current, /*interior=*/false); }));
+        [&] { return computeRow(token, state, current, history); },
+        [&] { return edgeRow(token, state, current); }));
   }
 
-  /// Stores y of `token` and returns the state for the next token.
+  /// A row near a document start: the cursor moves to its document, and the
+  /// row's code is chosen by how many of its window rows lie in it.
+  SmallVector<Value> edgeRow(Value token, ValueRange state, Value current) {
+    SmallVector<Value> moved(state);
+    DocCursor doc = r.advanceDocument(
+        op.getCuSeqlens(),
+        DocCursor::from(state.slice(history, DocCursor::numValues)), token);
+    llvm::copy(doc.values(), moved.begin() + history);
+    llvm::copy(interiorRowsOf(doc).values(),
+               moved.begin() + history + DocCursor::numValues);
+    SmallVector<int64_t> cases = llvm::to_vector(llvm::seq<int64_t>(history));
+    return SmallVector<Value>(
+        buildSwitch(r.builder(), op.getLoc(), r.sub(token, doc.start),
+                    ValueRange(moved).getTypes(), cases,
+                    [&](std::optional<int64_t> inDocument) {
+                      return computeRow(token, moved, current,
+                                        inDocument.value_or(history));
+                    }));
+  }
+
+  /// Stores y of `token`, of whose window the last `inDocument` rows lie in
+  /// its document, and returns the state for the next token.
   SmallVector<Value> computeRow(Value token, ValueRange state, Value current,
-                                bool interior) {
-    SmallVector<Value> window(state.take_front(history));
-    DocCursor doc = DocCursor::from(state.slice(history, DocCursor::numValues));
-    InteriorRows interiorRows =
-        InteriorRows::from(state.drop_front(history + DocCursor::numValues));
-    SmallVector<Value> rows = window;
+                                int64_t inDocument) {
+    SmallVector<Value> rows(state.take_front(history));
     rows.push_back(current);
-    if (!interior) {
-      doc = r.advanceDocument(op.getCuSeqlens(), doc, token);
-      rows = r.documentRows(window, current, r.sub(token, doc.start));
-      interiorRows = interiorRowsOf(doc);
-    }
-    Value out = r.preactivation(taps, rows, bias);
+    int64_t firstRow = history - inDocument;
+    Value out =
+        r.preactivation(ArrayRef<Value>(taps).drop_front(firstRow),
+                        ArrayRef<Value>(rows).drop_front(firstRow), bias);
     if (op.getActivation() == Activation::silu)
       out = SiluOp::create(r.builder(), op.getLoc(), out, fastMath);
     r.storeRow(y, r.rowOffset(y, token, op.getCol(), false), out);
 
-    // Masked rows stay masked for later tokens: document starts only grow.
+    // The window keeps rows outside the document: later rows of this
+    // document leave them out the same way.
     SmallVector<Value> next(ArrayRef<Value>(rows).drop_front());
-    llvm::append_range(next, doc.values());
-    llvm::append_range(next, interiorRows.values());
+    llvm::append_range(next, state.drop_front(history));
     return next;
   }
 

@@ -49,6 +49,24 @@ ValueRange mlir::cake::buildBranches(
   return branch.getResults();
 }
 
+ValueRange mlir::cake::buildSwitch(
+    OpBuilder &b, Location loc, Value selector, TypeRange types,
+    ArrayRef<int64_t> cases,
+    function_ref<SmallVector<Value>(std::optional<int64_t>)> body) {
+  auto switchOp =
+      scf::IndexSwitchOp::create(b, loc, types, selector, cases, cases.size());
+  OpBuilder::InsertionGuard guard(b);
+  auto fill = [&](Region &region, std::optional<int64_t> value) {
+    b.setInsertionPointToStart(&region.emplaceBlock());
+    SmallVector<Value> results = body(value);
+    scf::YieldOp::create(b, loc, results);
+  };
+  for (auto [region, value] : llvm::zip_equal(switchOp.getCaseRegions(), cases))
+    fill(region, value);
+  fill(switchOp.getDefaultRegion(), std::nullopt);
+  return switchOp.getResults();
+}
+
 namespace {
 struct CakeExpandTilesPass
     : cake::impl::CakeExpandTilesPassBase<CakeExpandTilesPass> {

@@ -30,6 +30,14 @@ ValueRange buildBranches(OpBuilder &b, Location loc, Value condition,
                          function_ref<SmallVector<Value>()> thenBody,
                          function_ref<SmallVector<Value>()> elseBody);
 
+/// `scf.index_switch selector` with a region for each of `cases` and a
+/// default, each yielding what `body` returns for its case (std::nullopt for
+/// the default) as values of `types`; returns its results.
+ValueRange
+buildSwitch(OpBuilder &b, Location loc, Value selector, TypeRange types,
+            ArrayRef<int64_t> cases,
+            function_ref<SmallVector<Value>(std::optional<int64_t>)> body);
+
 } // namespace mlir::cake
 
 #endif // CAKE_LIB_DIALECT_CAKE_TRANSFORMS_EXPANDTILES_H

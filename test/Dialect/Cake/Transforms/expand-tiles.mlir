@@ -5,8 +5,9 @@
 // rows before the tile and the document cursor (binary search) before a loop
 // over the tile's rows, marked for staging. Rows are read through a flat view
 // of x, at row * C + col. A row deep enough in its document
-// takes the branch without masks; the others advance the cursor entry by
-// entry and zero the rows before the document start.
+// takes the branch without tests; the others advance the cursor entry by
+// entry and switch on how deep into its document the row is: 0, 1 or 2 rows
+// of the window in it leave the taps of the others out, nothing is masked.
 // CHECK-LABEL: func.func @fwd
 // CHECK-SAME: %[[X:[a-z0-9]+]]: memref<?x?xbf16>, {{.*}} %[[Y:[a-z0-9]+]]: memref<?x?xbf16>, %[[FIRST:[a-z0-9]+]]: index, %[[END:[a-z0-9]+]]: index, %[[COL:[a-z0-9]+]]: index)
 // CHECK-COUNT-8: vector.load {{.*}} : memref<?x4xf32>, vector<4xf32>
@@ -21,6 +22,7 @@
 // CHECK:   %[[CLAMPED:.*]] = arith.minsi %[[START]]
 // CHECK:   %[[AT:.*]] = arith.addi %[[CLAMPED]], %[[COL]]
 // CHECK:   %[[ROW:.*]] = vector.load %[[XF]][%[[AT]]] {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// CHECK:   %[[WIDE:.*]] = arith.extf %[[ROW]]
 // CHECK:   %[[INTERIOR:.*]] = arith.andi
 // CHECK:   scf.if %[[INTERIOR]]
 // CHECK-NOT:   arith.select
@@ -29,10 +31,30 @@
 // CHECK:     %[[OUT:.*]] = arith.truncf %[[ACT]] : vector<8xf32> to vector<8xbf16>
 // CHECK:     vector.store %[[OUT]], %[[YF]][%{{.*}}] {alignment = 16 : i64}
 // CHECK:   } else {
-// CHECK:     scf.while
+// CHECK:     %[[CURSOR:.*]]:3 = scf.while
 // CHECK:       memref.load
-// CHECK-COUNT-3: arith.select {{.*}} : vector<8xf32>
-// CHECK:     cake.silu
+// CHECK:     %[[DEPTH:.*]] = arith.subi %[[T]], %[[CURSOR]]#1
+// CHECK:     scf.index_switch %[[DEPTH]]
+// CHECK-NEXT: case 0 {
+// CHECK-NEXT:   %[[ONLY:.*]] = arith.mulf %{{.*}}, %[[WIDE]]
+// CHECK-NEXT:   arith.addf %[[ONLY]]
+// CHECK-NEXT:   cake.silu
+// CHECK:      case 1 {
+// CHECK-NEXT:   arith.mulf
+// CHECK-NEXT:   vector.fma
+// CHECK-NEXT:   arith.addf
+// CHECK-NEXT:   cake.silu
+// CHECK:      case 2 {
+// CHECK-NEXT:   arith.mulf
+// CHECK-COUNT-2: vector.fma
+// CHECK-NEXT:   arith.addf
+// CHECK-NEXT:   cake.silu
+// CHECK:      default {
+// CHECK-NEXT:   arith.mulf
+// CHECK-COUNT-3: vector.fma
+// CHECK-NEXT:   arith.addf
+// CHECK-NEXT:   cake.silu
+// CHECK-NOT: arith.select {{.*}} : vector<8xf32>
 // CHECK: } {cake.row_loop = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 1>}
 // EXACT-LABEL: func.func @fwd
 // EXACT: cake.silu %{{.*}} : vector<8xf32>
