@@ -80,13 +80,17 @@ def CakeExpandTilesPass : Pass<"cake-expand-tiles"> {
     cake-unroll-rows.
 
     Each row takes one of two paths: rows at least `width - 1` tokens into
-    their document, inside the tile, take a path with no masks; the others
+    their document, inside the tile, take a path with no tests; the others
     advance the document cursor (cu_seqlens is read as the walk crosses
-    document starts) and mask what crosses a document boundary. The loop
-    carries the bounds of the mask-free rows next to the cursor, recomputed
-    only when the cursor moves, so a row tests two bounds. In the backward,
-    rows past the tile (they complete its last dx) skip the weight-gradient
-    terms by a branch. Indices are
+    document starts). Then the forward switches on the row's depth in its
+    document (`scf.index_switch`: 0 .. width - 2, deeper) to the row's code
+    without the taps of the rows before the start; the backward masks those
+    rows with selects, or with `bwd-depth-cases` switches as the forward
+    does (past the last token, where a row has no gradient, by a branch of
+    its own). The loop carries the bounds of the test-free rows next to the
+    cursor, recomputed only when the cursor moves, so a row tests two bounds.
+    In the backward, rows past the tile (they complete its last dx) skip the
+    weight-gradient terms by a branch. Indices are
     `index`, so S * C past 2^31 works, and every access stays inside its
     buffer whatever `cu_seqlens` holds.
 
@@ -100,6 +104,9 @@ def CakeExpandTilesPass : Pass<"cake-expand-tiles"> {
   let options = [
     Option<"fastMath", "fast-math", "bool", /*default=*/"true",
            "Let the activation use hardware approximations of exp2 and 1/x">,
+    Option<"bwdDepthCases", "bwd-depth-cases", "bool", /*default=*/"false",
+           "Backward rows near a document start branch on their depth, as "
+           "the forward's do, instead of masking the rows before the start">,
   ];
 }
 
