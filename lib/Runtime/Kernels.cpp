@@ -607,12 +607,11 @@ const LoadedModule &detail::getModule(CUcontext context) {
 }
 
 const LoadedKernel &LoadedModule::get(const KernelInfo &kernel) const {
-  const std::vector<KernelInfo> &all = getKernels();
-  if (&kernel >= all.data() && &kernel < all.data() + all.size() &&
-      kernels[&kernel - all.data()].function)
-    return kernels[&kernel - all.data()];
-  throw std::runtime_error("cake: " + kernel.name +
-                           " is not a GPU kernel of the loaded library");
+  const LoadedKernel &loaded = kernels[indexOf(kernel)];
+  if (!loaded.function)
+    throw std::runtime_error("cake: " + kernel.name +
+                             " is not a GPU kernel of the loaded library");
+  return loaded;
 }
 
 //===----------------------------------------------------------------------===//

@@ -60,15 +60,14 @@ public:
     // and one driver call is all it takes to know. (Like the modules, this
     // takes a context's handle to name it for the life of the process.)
     CUcontext current = nullptr;
-    if (driver.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current &&
-        current == recent.context && device == recent.device) {
+    checkResult(driver.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+    if (current && current == recent.context && device == recent.device) {
       context = current;
       loaded = recent.module;
       return;
     }
     CUdevice handle;
     checkResult(driver.cuDeviceGet(&handle, device), "cuDeviceGet");
-    checkResult(driver.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
     if (current) {
       CUdevice currentDevice;
       checkResult(driver.cuCtxGetDevice(&currentDevice), "cuCtxGetDevice");

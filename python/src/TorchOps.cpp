@@ -385,9 +385,10 @@ Grads pythonBackward(const Inputs &in, const Tensor &dy, Policy policy) {
           wrap(in.x), wrap(in.weight), wrap(in.cuSeqlens), wrap(dy),
           py::arg("bias") = wrap(in.bias),
           py::arg("silu_grad_preactivation") = nameOf(policy));
+  py::tuple gradTuple(grads);
   Grads result;
   for (size_t i = 0; i < result.size(); ++i) {
-    PyObject *grad = py::tuple(grads)[i].ptr();
+    PyObject *grad = gradTuple[i].ptr();
     if (THPVariable_Check(grad)) // dbias is None without bias
       result[i] = THPVariable_Unpack(grad);
   }

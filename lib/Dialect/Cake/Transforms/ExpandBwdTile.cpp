@@ -187,10 +187,11 @@ private:
     if (reach.depth != RowReach::kNoGradient)
       g = gradient(ArrayRef<Value>(taps).drop_front(firstRow),
                    ArrayRef<Value>(rows).drop_front(firstRow), dyRow);
-    Value tokens =
-        memref::DimOp::create(r.builder(), op.getLoc(), op.getX(), 0);
-    if (reach.sinceStart) // 0 past the last token
+    if (reach.sinceStart) { // 0 past the last token
+      Value tokens =
+          memref::DimOp::create(r.builder(), op.getLoc(), op.getX(), 0);
       g = r.select(r.lessThan(token, tokens), g, r.zeros(f32()));
+    }
     state.pending = addToPendingDx(token, state.pending, g, reach);
     if (!reach.edge) {
       state.sums = accumulate(state.sums, rows, g, firstRow);
