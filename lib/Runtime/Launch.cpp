@@ -398,12 +398,21 @@ static void checkOneOf(const char *name, E value,
                            "'");
 }
 
+/// The most tokens a launch takes. The kernels count tokens in 32 bits (no
+/// token exceeds cu_seqlens' int32 range), and a row loop runs past S by
+/// its rows in flight, far fewer than the margin.
+constexpr int64_t kMaxTokens = (int64_t(1) << 31) - (int64_t(1) << 16);
+
 /// Throws unless S, C and numDocs make sense.
 static void checkSizes(int64_t S, int64_t C, int64_t numDocs) {
   if (S < 0 || C <= 0 || numDocs < 0)
     throw std::runtime_error("cake: bad sizes S=" + std::to_string(S) +
                              " C=" + std::to_string(C) +
                              " num_docs=" + std::to_string(numDocs));
+  if (S > kMaxTokens)
+    throw std::runtime_error("cake: S=" + std::to_string(S) +
+                             " tokens is more than the kernels take, " +
+                             std::to_string(kMaxTokens) + " (2^31 - 2^16)");
 }
 
 //===----------------------------------------------------------------------===//

@@ -7,6 +7,7 @@ use "meta" tensors. A valid call on CPU tensors runs the host kernels.
 """
 
 import cake
+import cake._C
 import pytest
 import torch
 from cake import _checks
@@ -418,3 +419,18 @@ def test_alignment_rules_are_the_manifests():
         )
     )
     assert fwd["x"] == fwd["out"] == 16 and fwd["workspace"] == 1
+
+
+@pytest.mark.parametrize("launch", ["forward", "backward"])
+def test_launch_rejects_more_tokens_than_the_kernels_count(launch):
+    # The kernels count tokens in 32 bits with room for the rows a loop runs
+    # past S; the runtime refuses a larger S before it reads any buffer, so
+    # these pointers are never followed.
+    sizes = dict(S=2**31 - 2**16 + 1, C=8, num_docs=1, weight_dtype="f32", bias_dtype="none")
+    where = dict(device_index=-1, stream=0)
+    with pytest.raises(RuntimeError, match=r"S=2147418113 tokens is more than the kernels take"):
+        if launch == "forward":
+            cake._C.forward(x=0, weight=0, cu_seqlens=0, bias=0, y=0, **sizes, **where)
+        else:
+            cake._C.backward(x=0, weight=0, cu_seqlens=0, bias=0, dy=0, dx=0, dweight=0, dbias=0,
+                             workspace=0, **sizes, policy="bf16", **where)

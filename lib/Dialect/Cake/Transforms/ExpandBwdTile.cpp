@@ -81,28 +81,30 @@ public:
         depthCases(depthCases) {}
 
   void build() {
-    Value col = op.getCol(), first = op.getFirst();
+    Value col = op.getCol();
+    first = r.token(op.getFirst());
+    end = r.token(op.getEnd());
     taps = r.loadTaps(op.getWeight(), col, op.getWidth());
     bias = r.loadBias(op.getBias(), col);
-    x = r.view(op.getX());
-    dy = r.view(op.getDy());
-    dx = r.view(op.getDx());
+    x = r.view(op.getX(), col);
+    dy = r.view(op.getDy(), col);
+    dx = r.view(op.getDx(), col);
     BwdRowState init;
     for (int64_t back = history; back >= 1; --back) {
-      Value token = r.maxIndex(r.add(first, -back), r.index(0));
+      Value token = r.max(r.add(first, -back), r.token(0));
       init.window.push_back(
-          r.widen(r.loadRow(x, r.rowOffset(x, token, col, true)), f32()));
+          r.widen(r.loadRow(x, r.rowOffset(x, token, true)), f32()));
     }
     init.pending.assign(history, r.zeros(f32()));
     init.doc = r.seekDocument(op.getCuSeqlens(), first);
     init.interior = interiorRowsOf(init.doc);
     init.sums.assign(op.getWidth() + (bias ? 1 : 0), r.zeros(accType));
-    ValueRange results =
-        buildRowLoop(r.builder(), op.getLoc(), first,
-                     r.add(op.getEnd(), history), init.values(), op.getTiling(),
-                     [&](OpBuilder &, Value token, ValueRange state) {
-                       return rowStep(token, BwdRowState::from(state, history));
-                     });
+    ValueRange results = buildRowLoop(
+        r.builder(), op.getLoc(), op.getFirst(), r.add(op.getEnd(), history),
+        init.values(), op.getTiling(),
+        [&](OpBuilder &, Value token, ValueRange state) {
+          return rowStep(r.token(token), BwdRowState::from(state, history));
+        });
     storePartials(BwdRowState::from(results, history).sums);
   }
 
@@ -111,7 +113,7 @@ private:
 
   SmallVector<Value> rowStep(Value token, const BwdRowState &state) {
     // x and dy have one shape: one offset serves both.
-    Value offset = r.rowOffset(x, token, op.getCol(), true);
+    Value offset = r.rowOffset(x, token, true);
     Value xRow = r.widen(r.loadRow(x, offset), f32());
     Value dyRow = r.widen(r.loadRow(dy, offset), f32());
     Value interior = r.isInterior(token, state.interior);
@@ -137,15 +139,13 @@ private:
     // Past the last token a row has no gradient: a branch of its own, so that
     // the depth switch keeps 3 cases, which LLVM lowers to compares rather
     // than an indirect branch through a table.
-    Value tokens =
-        memref::DimOp::create(r.builder(), op.getLoc(), op.getX(), 0);
     SmallVector<Type> types(ValueRange(state.values()).getTypes());
     return SmallVector<Value>(buildBranches(
-        r.builder(), op.getLoc(), r.lessThan(token, tokens),
+        r.builder(), op.getLoc(), r.lessThan(token, x.rows),
         [&] {
           return SmallVector<Value>(
-              buildSwitch(r.builder(), op.getLoc(), sinceStart, types,
-                          llvm::to_vector(llvm::seq<int64_t>(history)),
+              buildSwitch(r.builder(), op.getLoc(), r.toIndex(sinceStart),
+                          types, llvm::to_vector(llvm::seq<int64_t>(history)),
                           [&](std::optional<int64_t> depth) {
                             return computeRow(token, state, xRow, dyRow,
                                               {depth.value_or(history)});
@@ -159,8 +159,7 @@ private:
   /// Rows whose window lies in the tile's document and whose dx is the
   /// tile's to store: the mask-free path.
   InteriorRows interiorRowsOf(const DocCursor &doc) {
-    return r.interiorRows(doc, history, r.add(op.getFirst(), history),
-                          op.getEnd());
+    return r.interiorRows(doc, history, r.add(first, history), end);
   }
 
   /// g = dL/dpre of a row from its `rows` and their `taps`.
@@ -187,11 +186,8 @@ private:
     if (reach.depth != RowReach::kNoGradient)
       g = gradient(ArrayRef<Value>(taps).drop_front(firstRow),
                    ArrayRef<Value>(rows).drop_front(firstRow), dyRow);
-    if (reach.sinceStart) { // 0 past the last token
-      Value tokens =
-          memref::DimOp::create(r.builder(), op.getLoc(), op.getX(), 0);
-      g = r.select(r.lessThan(token, tokens), g, r.zeros(f32()));
-    }
+    if (reach.sinceStart) // 0 past the last token
+      g = r.select(r.lessThan(token, x.rows), g, r.zeros(f32()));
     state.pending = addToPendingDx(token, state.pending, g, reach);
     if (!reach.edge) {
       state.sums = accumulate(state.sums, rows, g, firstRow);
@@ -200,7 +196,7 @@ private:
       // part's. A branch rather than a select per sum; the threads of a warp
       // share their rows whenever C >= 32 * vector_channels.
       state.sums = SmallVector<Value>(buildBranches(
-          r.builder(), op.getLoc(), r.lessThan(token, op.getEnd()),
+          r.builder(), op.getLoc(), r.lessThan(token, end),
           [&] { return accumulate(state.sums, rows, g, firstRow); },
           [&] { return state.sums; }));
     }
@@ -221,18 +217,17 @@ private:
         return sum;
       Value reaching = g;
       if (reach.sinceStart)
-        reaching = r.select(r.atLeast(reach.sinceStart, r.index(back)), g,
-                            r.zeros(f32()));
+        reaching =
+            r.select(r.atLeast(reach.sinceStart, back), g, r.zeros(f32()));
       return r.fma(taps[history - back], reaching, sum);
     };
     Value finished = contribute(history, pending[history - 1]);
     Value done = r.add(token, -history);
-    Value at = r.rowOffset(dx, done, op.getCol(), false);
+    Value at = r.rowOffset(dx, done, false);
     if (!reach.edge) {
       r.storeRow(dx, at, finished);
     } else {
-      Value inTile =
-          r.both(r.atLeast(done, op.getFirst()), r.lessThan(done, op.getEnd()));
+      Value inTile = r.both(r.atLeast(done, first), r.lessThan(done, end));
       r.storeRowIf(inTile, dx, at, finished);
     }
     SmallVector<Value> next = {g ? r.mul(taps[history], g) : r.zeros(f32())};
@@ -294,6 +289,8 @@ private:
   SmallVector<Value> taps;
   Value bias;
   RowView x, dy, dx;
+  /// The tile's tokens [first, end).
+  Value first, end;
 };
 
 struct ExpandBwdTile : OpRewritePattern<BwdTileOp> {

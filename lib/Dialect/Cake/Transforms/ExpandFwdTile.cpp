@@ -30,24 +30,23 @@ public:
         history(op.getWidth() - 1), fastMath(fastMath) {}
 
   void build() {
-    Value col = op.getCol(), first = op.getFirst();
+    Value col = op.getCol(), first = r.token(op.getFirst());
     taps = r.loadTaps(op.getWeight(), col, op.getWidth());
     bias = r.loadBias(op.getBias(), col);
-    x = r.view(op.getX());
-    y = r.view(op.getY());
+    x = r.view(op.getX(), col);
+    y = r.view(op.getY(), col);
     SmallVector<Value> init;
     for (int64_t back = history; back >= 1; --back) {
-      Value token = r.maxIndex(r.add(first, -back), r.index(0));
-      init.push_back(
-          r.widen(r.loadRow(x, r.rowOffset(x, token, col, true)), f32()));
+      Value token = r.max(r.add(first, -back), r.token(0));
+      init.push_back(r.widen(r.loadRow(x, r.rowOffset(x, token, true)), f32()));
     }
     DocCursor doc = r.seekDocument(op.getCuSeqlens(), first);
     llvm::append_range(init, doc.values());
     llvm::append_range(init, interiorRowsOf(doc).values());
-    buildRowLoop(r.builder(), op.getLoc(), first, op.getEnd(), init,
+    buildRowLoop(r.builder(), op.getLoc(), op.getFirst(), op.getEnd(), init,
                  op.getTiling(),
                  [&](OpBuilder &, Value token, ValueRange state) {
-                   return rowStep(token, state);
+                   return rowStep(r.token(token), state);
                  });
   }
 
@@ -55,8 +54,7 @@ private:
   Type f32() { return r.builder().getF32Type(); }
 
   SmallVector<Value> rowStep(Value token, ValueRange state) {
-    Value current =
-        r.widen(r.loadRow(x, r.rowOffset(x, token, op.getCol(), true)), f32());
+    Value current = r.widen(r.loadRow(x, r.rowOffset(x, token, true)), f32());
     Value interior = r.isInterior(token, InteriorRows::from(state.drop_front(
                                              history + DocCursor::numValues)));
     return SmallVector<Value>(buildBranches(
@@ -77,7 +75,8 @@ private:
                moved.begin() + history + DocCursor::numValues);
     SmallVector<int64_t> cases = llvm::to_vector(llvm::seq<int64_t>(history));
     return SmallVector<Value>(
-        buildSwitch(r.builder(), op.getLoc(), r.sub(token, doc.start),
+        buildSwitch(r.builder(), op.getLoc(),
+                    r.toIndex(r.sub(token, doc.start)),
                     ValueRange(moved).getTypes(), cases,
                     [&](std::optional<int64_t> inDocument) {
                       return computeRow(token, moved, current,
@@ -97,7 +96,7 @@ private:
                         ArrayRef<Value>(rows).drop_front(firstRow), bias);
     if (op.getActivation() == Activation::silu)
       out = SiluOp::create(r.builder(), op.getLoc(), out, fastMath);
-    r.storeRow(y, r.rowOffset(y, token, op.getCol(), false), out);
+    r.storeRow(y, r.rowOffset(y, token, false), out);
 
     // The window keeps rows outside the document: later rows of this
     // document leave them out the same way.

@@ -30,23 +30,39 @@ static llvm::MaybeAlign accessAlignment(VectorType type) {
       alignmentOf(type.getNumElements() * type.getElementTypeBitWidth() / 8));
 }
 
+Value RowBuilder::constant(Type type, int64_t value) {
+  return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, value));
+}
+
 Value RowBuilder::index(int64_t value) {
   return arith::ConstantIndexOp::create(b, loc, value);
 }
 
+Value RowBuilder::token(int64_t value) {
+  return constant(b.getI32Type(), value);
+}
+
+Value RowBuilder::token(Value index) {
+  return arith::IndexCastOp::create(b, loc, b.getI32Type(), index);
+}
+
+Value RowBuilder::toIndex(Value token) {
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), token);
+}
+
 Value RowBuilder::add(Value value, int64_t delta) {
-  return arith::AddIOp::create(b, loc, value, index(delta));
+  return arith::AddIOp::create(b, loc, value, constant(value.getType(), delta));
 }
 
 Value RowBuilder::sub(Value x, Value y) {
   return arith::SubIOp::create(b, loc, x, y);
 }
 
-Value RowBuilder::minIndex(Value x, Value y) {
+Value RowBuilder::min(Value x, Value y) {
   return arith::MinSIOp::create(b, loc, x, y);
 }
 
-Value RowBuilder::maxIndex(Value x, Value y) {
+Value RowBuilder::max(Value x, Value y) {
   return arith::MaxSIOp::create(b, loc, x, y);
 }
 
@@ -58,6 +74,10 @@ Value RowBuilder::atLeast(Value x, Value y) {
   return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, x, y);
 }
 
+Value RowBuilder::atLeast(Value x, int64_t y) {
+  return atLeast(x, constant(x.getType(), y));
+}
+
 Value RowBuilder::both(Value x, Value y) {
   return arith::AndIOp::create(b, loc, x, y);
 }
@@ -66,21 +86,22 @@ VectorType RowBuilder::vectorOf(Type elementType) {
   return VectorType::get({lanes}, elementType);
 }
 
-RowView RowBuilder::view(Value tokens) {
-  Value flat = memref::CollapseShapeOp::create(
+RowView RowBuilder::view(Value tokens, Value col) {
+  Value all = memref::CollapseShapeOp::create(
       b, loc, tokens, ArrayRef<ReassociationIndices>{{0, 1}});
-  Value rows = memref::DimOp::create(b, loc, tokens, 0);
-  Value channels = memref::DimOp::create(b, loc, tokens, 1);
-  Value lastRow = arith::MulIOp::create(b, loc, add(rows, -1), channels);
-  return {flat, channels, lastRow};
+  Value size = memref::DimOp::create(b, loc, all, 0);
+  Value flat =
+      memref::SubViewOp::create(b, loc, all, ArrayRef<OpFoldResult>{col},
+                                ArrayRef<OpFoldResult>{sub(size, col)},
+                                ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+  return {flat, token(memref::DimOp::create(b, loc, tokens, 0)),
+          memref::DimOp::create(b, loc, tokens, 1)};
 }
 
-Value RowBuilder::rowOffset(const RowView &shape, Value token, Value col,
-                            bool clamp) {
-  Value start = arith::MulIOp::create(b, loc, token, shape.channels);
-  if (clamp)
-    start = minIndex(start, shape.lastRow);
-  return arith::AddIOp::create(b, loc, start, col);
+Value RowBuilder::rowOffset(const RowView &view, Value token, bool clamp) {
+  Value row = clamp ? min(token, add(view.rows, -1)) : token;
+  return arith::MulIOp::create(b, loc, toIndex(row), view.channels,
+                               arith::IntegerOverflowFlags::nsw);
 }
 
 Value RowBuilder::loadRow(const RowView &view, Value offset) {
@@ -128,7 +149,24 @@ Value RowBuilder::zeros(Type elementType) {
 Value RowBuilder::roundToBF16(Value vector) {
   Value rounded =
       arith::TruncFOp::create(b, loc, vectorOf(b.getBF16Type()), vector);
-  return arith::ExtFOp::create(b, loc, vector.getType(), rounded);
+  if (lanes % 2 != 0)
+    return arith::ExtFOp::create(b, loc, vector.getType(), rounded);
+  // Lanes in pairs: a GPU rounds a pair in one conversion (a lane at a time
+  // is one conversion each, on the slower pipe), and a bf16 widens exactly
+  // by moving its bits up: the even lane's low half, the odd lane's high.
+  auto pairs = VectorType::get({lanes / 2}, b.getI32Type());
+  Value words = vector::BitCastOp::create(b, loc, pairs, rounded);
+  auto bits = [&](int64_t value) {
+    return arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(pairs, b.getI32IntegerAttr(value)));
+  };
+  auto asF32 = [&](Value word) {
+    return arith::BitcastOp::create(
+        b, loc, VectorType::get({lanes / 2}, b.getF32Type()), word);
+  };
+  Value even = asF32(arith::ShLIOp::create(b, loc, words, bits(16)));
+  Value odd = asF32(arith::AndIOp::create(b, loc, words, bits(0xffff0000)));
+  return vector::InterleaveOp::create(b, loc, even, odd);
 }
 
 Value RowBuilder::select(Value condition, Value x, Value y) {
@@ -181,15 +219,14 @@ Value RowBuilder::loadBias(Value bias, Value col) {
 }
 
 Value RowBuilder::loadEntry(Value cuSeqlens, Value i) {
-  Value value = memref::LoadOp::create(b, loc, cuSeqlens, i);
-  return arith::IndexCastOp::create(b, loc, b.getIndexType(), value);
+  return memref::LoadOp::create(b, loc, cuSeqlens, i);
 }
 
 Value RowBuilder::nextStart(Value cuSeqlens, Value docIndex) {
   Value entries = memref::DimOp::create(b, loc, cuSeqlens, 0);
   Value nextDoc = add(docIndex, 1);
-  Value value = loadEntry(cuSeqlens, minIndex(nextDoc, add(entries, -1)));
-  Value never = index(std::numeric_limits<int64_t>::max());
+  Value value = loadEntry(cuSeqlens, min(nextDoc, add(entries, -1)));
+  Value never = constant(value.getType(), std::numeric_limits<int32_t>::max());
   return select(lessThan(nextDoc, entries), value, never);
 }
 
@@ -222,7 +259,7 @@ DocCursor RowBuilder::advanceDocument(Value cuSeqlens, const DocCursor &cursor,
                                       Value token) {
   // Each step moves to the next entry, and past the last one `next` is
   // infinite: the walk ends after at most num_docs steps.
-  SmallVector<Type> types(3, b.getIndexType());
+  SmallVector<Type> types(ValueRange(cursor.values()).getTypes());
   auto walk = scf::WhileOp::create(
       b, loc, types, cursor.values(),
       [&](OpBuilder &, Location, ValueRange state) {
@@ -243,8 +280,8 @@ InteriorRows RowBuilder::interiorRows(const DocCursor &doc, int64_t history,
                                       Value low, Value high) {
   Value begin = add(doc.start, history);
   if (low)
-    begin = maxIndex(begin, low);
-  return {begin, high ? minIndex(doc.next, high) : doc.next};
+    begin = max(begin, low);
+  return {begin, high ? min(doc.next, high) : doc.next};
 }
 
 Value RowBuilder::isInterior(Value token, const InteriorRows &rows) {
@@ -255,7 +292,7 @@ SmallVector<Value> RowBuilder::documentRows(ArrayRef<Value> window,
                                             Value current, Value sinceStart) {
   SmallVector<Value> rows;
   for (auto [k, row] : llvm::enumerate(window)) {
-    Value inDocument = atLeast(sinceStart, index(window.size() - k));
+    Value inDocument = atLeast(sinceStart, window.size() - k);
     rows.push_back(select(inDocument, row, zeros(b.getF32Type())));
   }
   rows.push_back(current);

@@ -16,8 +16,8 @@
 namespace mlir::cake {
 
 /// The document a token is in, as far as a thread walking the tokens in order
-/// needs to know: its index in cu_seqlens, where it starts, and where the next
-/// one starts (a huge value after the last).
+/// needs to know: its index in cu_seqlens (an index), where it starts, and
+/// where the next one starts (tokens; INT32_MAX after the last).
 struct DocCursor {
   Value index;
   Value start;
@@ -42,18 +42,26 @@ struct InteriorRows {
   static InteriorRows from(ValueRange values) { return {values[0], values[1]}; }
 };
 
-/// A token buffer ([S, C]) seen as one flat run of S * C elements: a thread
-/// walking its channels down the rows then steps its offset by C, and LLVM
-/// can strength-reduce the step instead of multiplying each row's index.
+/// A thread's channels of a token buffer ([S, C]): the buffer seen as one
+/// flat run of S * C elements that starts at the thread's first channel, so
+/// that a row's offset is its token times C, and the channel offset is added
+/// once, outside the row loops.
 struct RowView {
   Value flat;
+  /// S, a token.
+  Value rows;
+  /// C, an index.
   Value channels;
-  /// The offset of the last row, where reads past the end are clamped to.
-  Value lastRow;
 };
 
 /// Builds the row math of one thread's tile: values are vectors of the
 /// thread's `lanes` channels.
+///
+/// Tokens are i32: cu_seqlens holds them, so each fits, and on a GPU 32-bit
+/// arithmetic and compares take one instruction where 64-bit ones take two.
+/// A row loop runs a few tokens past S (the backward's last rows, the
+/// stages read ahead), which the runtime's bound on S leaves room for
+/// (docs/kernel-abi.md).
 class RowBuilder {
 public:
   RowBuilder(OpBuilder &b, Location loc, int64_t lanes)
@@ -64,20 +72,26 @@ public:
   int64_t numLanes() const { return lanes; }
 
   Value index(int64_t value);
-  Value add(Value index, int64_t delta);
+  /// A token constant; an index value as a token, and back.
+  Value token(int64_t value);
+  Value token(Value index);
+  Value toIndex(Value token);
+  /// `value + delta` in value's type.
+  Value add(Value value, int64_t delta);
   Value sub(Value a, Value b);
-  Value minIndex(Value a, Value b);
-  Value maxIndex(Value a, Value b);
+  Value min(Value a, Value b);
+  Value max(Value a, Value b);
   Value lessThan(Value a, Value b);
   Value atLeast(Value a, Value b);
+  Value atLeast(Value a, int64_t b);
   Value both(Value a, Value b);
 
-  /// The flat view of `tokens`; build it outside the row loops.
-  RowView view(Value tokens);
-  /// The offset of the thread's channels (from `col`) in row `token` of a
-  /// view of `shape`'s shape; with `clamp`, a row past the last is the last,
-  /// which stays in bounds and is never stored.
-  Value rowOffset(const RowView &shape, Value token, Value col, bool clamp);
+  /// The view of `tokens` from channel `col`; build it outside the row
+  /// loops.
+  RowView view(Value tokens, Value col);
+  /// The offset (an index) of row `token` in `view`; with `clamp`, a row past
+  /// the last is the last, which stays in bounds and is never stored.
+  Value rowOffset(const RowView &view, Value token, bool clamp);
   /// The row at `offset` of `view` as a vector of its element type.
   Value loadRow(const RowView &view, Value offset);
   /// Stores `vector` at `indices` as one access of the alignment its size
@@ -127,6 +141,7 @@ public:
   Value preactivation(ArrayRef<Value> taps, ArrayRef<Value> rows, Value bias);
 
 private:
+  Value constant(Type type, int64_t value);
   Value loadEntry(Value cuSeqlens, Value index);
   Value nextStart(Value cuSeqlens, Value docIndex);
 

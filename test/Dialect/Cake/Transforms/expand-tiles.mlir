@@ -5,7 +5,8 @@
 // The forward: taps and bias as vectors of the thread's 8 channels, the 3
 // rows before the tile and the document cursor (binary search) before a loop
 // over the tile's rows, marked for staging. Rows are read through a flat view
-// of x, at row * C + col. A row deep enough in its document
+// of x from the thread's first channel, at row * C: tokens are i32, and only
+// the offset is 64-bit. A row deep enough in its document
 // takes the branch without tests; the others advance the cursor entry by
 // entry and switch on how deep into its document the row is: 0, 1 or 2 rows
 // of the window in it leave the taps of the others out, nothing is masked.
@@ -13,16 +14,21 @@
 // CHECK-SAME: %[[X:[a-z0-9]+]]: memref<?x?xbf16>, {{.*}} %[[Y:[a-z0-9]+]]: memref<?x?xbf16>, %[[FIRST:[a-z0-9]+]]: index, %[[END:[a-z0-9]+]]: index, %[[COL:[a-z0-9]+]]: index)
 // CHECK-COUNT-8: vector.load {{.*}} : memref<?x4xf32>, vector<4xf32>
 // CHECK: %[[BIAS:.*]] = vector.load {{.*}} : memref<?xbf16>, vector<8xbf16>
-// CHECK-DAG: %[[XF:.*]] = memref.collapse_shape %[[X]] {{\[\[}}0, 1]] : memref<?x?xbf16> into memref<?xbf16>
-// CHECK-DAG: %[[YF:.*]] = memref.collapse_shape %[[Y]] {{\[\[}}0, 1]]
-// CHECK-DAG: %[[C:.*]] = memref.dim %[[X]], %c1
+// CHECK: %[[XALL:.*]] = memref.collapse_shape %[[X]] {{\[\[}}0, 1]] : memref<?x?xbf16> into memref<?xbf16>
+// CHECK: %[[XF:.*]] = memref.subview %[[XALL]][%[[COL]]]
+// CHECK: %[[S:.*]] = arith.index_cast %{{.*}} : index to i32
+// CHECK: %[[C:.*]] = memref.dim %[[X]], %c1
+// CHECK: %[[YALL:.*]] = memref.collapse_shape %[[Y]] {{\[\[}}0, 1]]
+// CHECK: %[[YF:.*]] = memref.subview %[[YALL]][%[[COL]]]
+// CHECK: %[[LAST:.*]] = arith.addi %[[S]], %c-1_i32 : i32
 // CHECK-COUNT-3: vector.load %[[XF]]
 // CHECK: scf.while
 // CHECK: scf.for %[[T:.*]] = %[[FIRST]] to %[[END]] step %c1 iter_args(
-// CHECK:   %[[START:.*]] = arith.muli %[[T]], %[[C]]
-// CHECK:   %[[CLAMPED:.*]] = arith.minsi %[[START]]
-// CHECK:   %[[AT:.*]] = arith.addi %[[CLAMPED]], %[[COL]]
-// CHECK:   %[[ROW:.*]] = vector.load %[[XF]][%[[AT]]] {alignment = 16 : i64} : memref<?xbf16>, vector<8xbf16>
+// CHECK:   %[[TOKEN:.*]] = arith.index_cast %[[T]] : index to i32
+// CHECK:   %[[CLAMPED:.*]] = arith.minsi %[[TOKEN]], %[[LAST]] : i32
+// CHECK:   %[[ROWINDEX:.*]] = arith.index_cast %[[CLAMPED]] : i32 to index
+// CHECK:   %[[AT:.*]] = arith.muli %[[ROWINDEX]], %[[C]] overflow<nsw> : index
+// CHECK:   %[[ROW:.*]] = vector.load %[[XF]][%[[AT]]] {alignment = 16 : i64} : memref<?xbf16, strided<[1], offset: ?>>, vector<8xbf16>
 // CHECK:   %[[WIDE:.*]] = arith.extf %[[ROW]]
 // CHECK:   %[[INTERIOR:.*]] = arith.andi
 // CHECK:   scf.if %[[INTERIOR]]
@@ -34,8 +40,9 @@
 // CHECK:   } else {
 // CHECK:     %[[CURSOR:.*]]:3 = scf.while
 // CHECK:       memref.load
-// CHECK:     %[[DEPTH:.*]] = arith.subi %[[T]], %[[CURSOR]]#1
-// CHECK:     scf.index_switch %[[DEPTH]]
+// CHECK:     %[[DEPTH:.*]] = arith.subi %[[TOKEN]], %[[CURSOR]]#1 : i32
+// CHECK:     %[[DEPTHINDEX:.*]] = arith.index_cast %[[DEPTH]] : i32 to index
+// CHECK:     scf.index_switch %[[DEPTHINDEX]]
 // CHECK-NEXT: case 0 {
 // CHECK-NEXT:   %[[ONLY:.*]] = arith.mulf %{{.*}}, %[[WIDE]]
 // CHECK-NEXT:   arith.addf %[[ONLY]]
@@ -78,11 +85,14 @@ func.func @fwd(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %b
 // cursor. Masks are selects; a row past the tile adds no terms (a branch).
 // CHECK-LABEL: func.func @bwd_fp32
 // CHECK-SAME: %[[DX:[a-z0-9]+]]: memref<?x?xbf16>, %[[P:[a-z0-9]+]]: memref<?x?xf64>, %[[FIRST:[a-z0-9]+]]: index, %[[END:[a-z0-9]+]]: index, %[[COL:[a-z0-9]+]]: index, %[[PART:[a-z0-9]+]]: index)
-// CHECK: %[[DXF:.*]] = memref.collapse_shape %[[DX]]
+// CHECK: %[[END32:.*]] = arith.index_cast %[[END]] : index to i32
+// CHECK: %[[DXALL:.*]] = memref.collapse_shape %[[DX]]
+// CHECK: %[[DXF:.*]] = memref.subview %[[DXALL]][%[[COL]]]
 // CHECK: %[[WALK:.*]] = arith.addi %[[END]], %c3
 // CHECK: %[[SUMS:.*]]:16 = scf.for %[[T:.*]] = %[[FIRST]] to %[[WALK]] step %c1 iter_args({{.*}}, %[[BEGIN:[a-z0-9]+]] = %{{.*}}, %[[UNTIL:[a-z0-9]+]] = %{{.*}}, %{{.*}} = %cst, %{{.*}} = %cst, %{{.*}} = %cst, %{{.*}} = %cst, %{{.*}} = %cst)
-// CHECK-DAG: arith.cmpi slt, %[[T]], %[[UNTIL]]
-// CHECK-DAG: arith.cmpi sge, %[[T]], %[[BEGIN]]
+// CHECK: %[[TOKEN:.*]] = arith.index_cast %[[T]] : index to i32
+// CHECK-DAG: arith.cmpi slt, %[[TOKEN]], %[[UNTIL]] : i32
+// CHECK-DAG: arith.cmpi sge, %[[TOKEN]], %[[BEGIN]] : i32
 // CHECK:   scf.if
 // CHECK:     cake.silu_derivative %{{.*}} : vector<4xf32>
 // CHECK:     vector.store %{{.*}}, %[[DXF]]
@@ -90,10 +100,10 @@ func.func @fwd(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %b
 // CHECK:   } else {
 // CHECK:     scf.while
 // CHECK:     arith.maxsi
-// CHECK:     arith.minsi %{{.*}}, %[[END]]
+// CHECK:     arith.minsi %{{.*}}, %[[END32]] : i32
 // CHECK:     scf.if
 // CHECK:       vector.store %{{.*}}, %[[DXF]]
-// CHECK:     %[[OWN:.*]] = arith.cmpi slt, %[[T]], %[[END]]
+// CHECK:     %[[OWN:.*]] = arith.cmpi slt, %[[TOKEN]], %[[END32]] : i32
 // CHECK:     scf.if %[[OWN]] -> (vector<4xf64>, vector<4xf64>, vector<4xf64>, vector<4xf64>, vector<4xf64>)
 // CHECK-COUNT-4: vector.fma %{{.*}} : vector<4xf64>
 // CHECK-NOT: arith.select %{{.*}} : vector<4xf64>
@@ -108,12 +118,14 @@ func.func @fwd(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %b
 // CASES-LABEL: func.func @bwd_fp32
 // CASES-DAG: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<4xf64>
 // CASES:     scf.for %[[T:[a-z0-9]+]] =
+// CASES:       %[[TOKEN:.*]] = arith.index_cast %[[T]] : index to i32
 // CASES:       } else {
 // CASES:         %[[CURSOR:.*]]:3 = scf.while
-// CASES:         %[[DEPTH:.*]] = arith.subi %[[T]], %[[CURSOR]]#1
-// CASES:         %[[REAL:.*]] = arith.cmpi slt, %[[T]], %{{.*}} : index
+// CASES:         %[[DEPTH:.*]] = arith.subi %[[TOKEN]], %[[CURSOR]]#1 : i32
+// CASES:         %[[REAL:.*]] = arith.cmpi slt, %[[TOKEN]], %{{.*}} : i32
 // CASES:         scf.if %[[REAL]]
-// CASES-NEXT:      scf.index_switch %[[DEPTH]]
+// CASES-NEXT:      %[[DEPTHINDEX:.*]] = arith.index_cast %[[DEPTH]] : i32 to index
+// CASES-NEXT:      scf.index_switch %[[DEPTHINDEX]]
 // CASES-NEXT:      case 0 {
 // CASES-NEXT:        %[[ONLY:.*]] = arith.mulf
 // CASES-NEXT:        arith.addf %[[ONLY]]
@@ -149,3 +161,30 @@ func.func @bwd_fp32(%x: memref<?x?xbf16>, %w: memref<?x4xbf16>, %cu: memref<?xi3
   return
 }
 
+
+// -----
+
+// The bf16 policy rounds pre to bf16 before SiLU': lanes in pairs (one
+// conversion of two lanes on a GPU), widened back by moving each half's bits
+// into place, the even lane's low half and the odd lane's high.
+// CHECK-LABEL: func.func @bwd_bf16
+// CHECK: scf.for
+// CHECK:   scf.if
+// CHECK:     %[[ROUNDED:.*]] = arith.truncf %{{.*}} : vector<8xf32> to vector<8xbf16>
+// CHECK:     %[[PAIRS:.*]] = vector.bitcast %[[ROUNDED]] : vector<8xbf16> to vector<4xi32>
+// CHECK-DAG: %[[LOW:.*]] = arith.shli %[[PAIRS]], %{{.*}} : vector<4xi32>
+// CHECK-DAG: %[[HIGH:.*]] = arith.andi %[[PAIRS]], %{{.*}} : vector<4xi32>
+// CHECK-DAG: %[[EVEN:.*]] = arith.bitcast %[[LOW]] : vector<4xi32> to vector<4xf32>
+// CHECK-DAG: %[[ODD:.*]] = arith.bitcast %[[HIGH]] : vector<4xi32> to vector<4xf32>
+// CHECK:     %[[Z:.*]] = vector.interleave %[[EVEN]], %[[ODD]] : vector<4xf32> -> vector<8xf32>
+// CHECK:     cake.silu_derivative %[[Z]] {approx} : vector<8xf32>
+func.func @bwd_bf16(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %dy: memref<?x?xbf16>,
+                    %dx: memref<?x?xbf16>, %p: memref<?x?xf32>,
+                    %first: index, %end: index, %col: index, %part: index) {
+  cake.bwd_tile %x, %w, %cu, %dy into %dx, %p rows [%first, %end) col %col part %part
+      {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<bf16>, width = 4 : i64,
+       tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 1>}
+      : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32>, memref<?x?xbf16>
+        -> memref<?x?xbf16>, memref<?x?xf32>
+  return
+}
