@@ -32,8 +32,8 @@ void mlir::cake::buildCakeToKernelsPipeline(OpPassManager &pm,
       options.unroll, options.reduceChains, options.reduceSlices}));
   pm.addPass(createConvertCakeToGPUPass(
       ConvertCakeToGPUPassOptions{options.blockThreads}));
-  pm.addPass(createCakeExpandTilesPass(
-      CakeExpandTilesPassOptions{options.fastMath, options.bwdDepthCases}));
+  pm.addPass(
+      createCakeExpandTilesPass(CakeExpandTilesPassOptions{options.fastMath}));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addNestedPass<gpu::GPUFuncOp>(createCakeStageRowsPass());
   kernels.addNestedPass<gpu::GPUFuncOp>(createCakeUnrollRowsPass());
@@ -96,7 +96,7 @@ void mlir::cake::buildCakeToHostKernelsPipeline(
       options.unroll, DefaultTiling::reduceChains, /*reduceSlices=*/1}));
   pm.addPass(createConvertCakeToHostPass());
   pm.addPass(createCakeExpandTilesPass(
-      CakeExpandTilesPassOptions{/*fastMath=*/false, options.bwdDepthCases}));
+      CakeExpandTilesPassOptions{/*fastMath=*/false}));
   pm.addPass(createCakeUnrollRowsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -12,10 +12,9 @@
 //   store the weight (and bias) gradient sums as partial row `part`
 //
 // Rows at least width-1 tokens into their document, inside the tile, take a
-// path without tests; the others advance the document cursor and mask, or
-// (depthCases) branch on their depth in the document to code that leaves the
-// rows before its start out. Masks are selects, never products with zero, so
-// that an inf or NaN outside a row's reach does not leak into it.
+// path without tests; the others advance the document cursor and mask. Masks
+// are selects, never products with zero, so that an inf or NaN outside a row's
+// reach does not leak into it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,28 +56,15 @@ struct BwdRowState {
   }
 };
 
-/// How a row's window rows outside its document are left out: `depth` of
-/// them lie in it, known where the code is built (kNoGradient: past the last
-/// token, the row has no gradient), and on the masked path the others are
-/// zeroed by selects on `sinceStart`, the row's distance from its document's
-/// start. On an `edge` row, stores and sums are the tile's only where tested.
-struct RowReach {
-  static constexpr int64_t kNoGradient = -1;
-  int64_t depth;
-  Value sinceStart = {};
-  bool edge = true;
-};
-
 /// Builds the row loop of one bwd_tile and stores its partial row.
 class BwdTileExpansion {
 public:
-  BwdTileExpansion(BwdTileOp op, OpBuilder &b, bool fastMath, bool depthCases)
+  BwdTileExpansion(BwdTileOp op, OpBuilder &b, bool fastMath)
       : op(op), r(b, op.getLoc(), op.getTiling().getVectorChannels()),
         history(op.getWidth() - 1),
         accType(op.getPartials().getType().getElementType()),
         // The fp32 policy asks for accuracy: it never takes approximations.
-        approx(fastMath && op.getSiluGrad() == SiluGrad::bf16),
-        depthCases(depthCases) {}
+        approx(fastMath && op.getSiluGrad() == SiluGrad::bf16) {}
 
   void build() {
     Value col = op.getCol();
@@ -119,41 +105,17 @@ private:
     Value interior = r.isInterior(token, state.interior);
     return SmallVector<Value>(buildBranches(
         r.builder(), op.getLoc(), interior,
-        [&] {
-          return computeRow(token, state, xRow, dyRow,
-                            {history, Value(), /*edge=*/false});
-        },
+        [&] { return computeRow(token, state, xRow, dyRow, Value()); },
         [&] { return edgeRow(token, state, xRow, dyRow); }));
   }
 
   /// A row near a document start or either end of the tile: the cursor moves
-  /// to its document, then the rows before the document start are masked by
-  /// selects, or with `depthCases` left out by code chosen by the row's depth.
+  /// to its document, and the rows before the document start are masked.
   SmallVector<Value> edgeRow(Value token, BwdRowState state, Value xRow,
                              Value dyRow) {
     state.doc = r.advanceDocument(op.getCuSeqlens(), state.doc, token);
     state.interior = interiorRowsOf(state.doc);
-    Value sinceStart = r.sub(token, state.doc.start);
-    if (!depthCases)
-      return computeRow(token, state, xRow, dyRow, {history, sinceStart});
-    // Past the last token a row has no gradient: a branch of its own, so that
-    // the depth switch keeps 3 cases, which LLVM lowers to compares rather
-    // than an indirect branch through a table.
-    SmallVector<Type> types(ValueRange(state.values()).getTypes());
-    return SmallVector<Value>(buildBranches(
-        r.builder(), op.getLoc(), r.lessThan(token, x.rows),
-        [&] {
-          return SmallVector<Value>(
-              buildSwitch(r.builder(), op.getLoc(), r.toIndex(sinceStart),
-                          types, llvm::to_vector(llvm::seq<int64_t>(history)),
-                          [&](std::optional<int64_t> depth) {
-                            return computeRow(token, state, xRow, dyRow,
-                                              {depth.value_or(history)});
-                          }));
-        },
-        [&] {
-          return computeRow(token, state, xRow, dyRow, {RowReach::kNoGradient});
-        }));
+    return computeRow(token, state, xRow, dyRow, r.sub(token, state.doc.start));
   }
 
   /// Rows whose window lies in the tile's document and whose dx is the
@@ -162,8 +124,8 @@ private:
     return r.interiorRows(doc, history, r.add(first, history), end);
   }
 
-  /// g = dL/dpre of a row from its `rows` and their `taps`.
-  Value gradient(ArrayRef<Value> taps, ArrayRef<Value> rows, Value dy) {
+  /// g = dL/dpre of a row from its `rows`.
+  Value gradient(ArrayRef<Value> rows, Value dy) {
     Value pre = r.preactivation(taps, rows, bias);
     if (op.getActivation() != Activation::silu)
       return dy;
@@ -172,87 +134,70 @@ private:
                  SiluDerivativeOp::create(r.builder(), op.getLoc(), z, approx));
   }
 
-  /// The row of `token`, its window rows outside its document left out as
-  /// `reach` says. On an edge row, dx is stored and the sums take the row's
+  /// The row of `token`. On an edge row (`sinceStart`, its distance from its
+  /// document's start, given) the window rows before the start are masked,
+  /// g is 0 past the last token, dx is stored and the sums take the row's
   /// terms only where they are the tile's.
   SmallVector<Value> computeRow(Value token, BwdRowState state, Value xRow,
-                                Value dyRow, RowReach reach) {
+                                Value dyRow, Value sinceStart) {
     SmallVector<Value> rows = state.window;
     rows.push_back(xRow);
-    if (reach.sinceStart)
-      rows = r.documentRows(state.window, xRow, reach.sinceStart);
-    int64_t firstRow = history - reach.depth;
-    Value g;
-    if (reach.depth != RowReach::kNoGradient)
-      g = gradient(ArrayRef<Value>(taps).drop_front(firstRow),
-                   ArrayRef<Value>(rows).drop_front(firstRow), dyRow);
-    if (reach.sinceStart) // 0 past the last token
+    if (sinceStart)
+      rows = r.documentRows(state.window, xRow, sinceStart);
+    Value g = gradient(rows, dyRow);
+    if (sinceStart)
       g = r.select(r.lessThan(token, x.rows), g, r.zeros(f32()));
-    state.pending = addToPendingDx(token, state.pending, g, reach);
-    if (!reach.edge) {
-      state.sums = accumulate(state.sums, rows, g, firstRow);
-    } else if (g) {
+    state.pending = addToPendingDx(token, state.pending, g, sinceStart);
+    if (!sinceStart) {
+      state.sums = accumulate(state.sums, rows, g);
+    } else {
       // The rows past the tile only complete dx: their terms are the next
       // part's. A branch rather than a select per sum; the threads of a warp
       // share their rows whenever C >= 32 * vector_channels.
       state.sums = SmallVector<Value>(buildBranches(
           r.builder(), op.getLoc(), r.lessThan(token, end),
-          [&] { return accumulate(state.sums, rows, g, firstRow); },
+          [&] { return accumulate(state.sums, rows, g); },
           [&] { return state.sums; }));
     }
-    // The depth cases keep rows outside the document in the window: later
-    // rows of that document leave them out the same way.
     state.window.assign(rows.begin() + 1, rows.end());
     return state.values();
   }
 
-  /// Adds g's contributions to the pending dx of the tokens before `token`
-  /// that `reach` lets it reach (g null: none), stores the dx that completes
-  /// (on an edge row only if it is the tile's), and returns the pending dx for
-  /// the next token.
+  /// Adds g's contributions to dx of `token - back` (within its document when
+  /// `sinceStart` is given), stores the one that completes (on an edge row
+  /// only if it is the tile's), and returns the pending dx for the next token.
   SmallVector<Value> addToPendingDx(Value token, ArrayRef<Value> pending,
-                                    Value g, RowReach reach) {
-    auto contribute = [&](int64_t back, Value sum) {
-      if (!g || back > reach.depth)
-        return sum;
-      Value reaching = g;
-      if (reach.sinceStart)
-        reaching =
-            r.select(r.atLeast(reach.sinceStart, back), g, r.zeros(f32()));
-      return r.fma(taps[history - back], reaching, sum);
+                                    Value g, Value sinceStart) {
+    auto reaching = [&](int64_t back) -> Value {
+      if (!sinceStart)
+        return g;
+      return r.select(r.atLeast(sinceStart, back), g, r.zeros(f32()));
     };
-    Value finished = contribute(history, pending[history - 1]);
+    Value finished = r.fma(taps[0], reaching(history), pending[history - 1]);
     Value done = r.add(token, -history);
     Value at = r.rowOffset(dx, done, false);
-    if (!reach.edge) {
+    if (!sinceStart) {
       r.storeRow(dx, at, finished);
     } else {
       Value inTile = r.both(r.atLeast(done, first), r.lessThan(done, end));
       r.storeRowIf(inTile, dx, at, finished);
     }
-    SmallVector<Value> next = {g ? r.mul(taps[history], g) : r.zeros(f32())};
+    SmallVector<Value> next = {r.mul(taps[history], g)};
     for (int64_t back = 1; back < history; ++back)
-      next.push_back(contribute(back, pending[back - 1]));
+      next.push_back(
+          r.fma(taps[history - back], reaching(back), pending[back - 1]));
     return next;
   }
 
-  /// The weight (and bias) gradient sums with the terms of g added; `rows`
-  /// before `firstRow` are outside the document and count as 0.
+  /// The weight (and bias) gradient sums with the terms of g added.
   SmallVector<Value> accumulate(ArrayRef<Value> sums, ArrayRef<Value> rows,
-                                Value g, int64_t firstRow) {
+                                Value g) {
     Value term = r.widen(g, accType);
     SmallVector<Value> updated;
-    for (auto [k, sum] : llvm::enumerate(sums)) {
-      if (k >= rows.size()) {
-        updated.push_back(r.addf(sum, term));
-        continue;
-      }
-      // g * 0 is NaN where g is inf or NaN, as in the spec's formula: the
-      // term of a row outside the document stays, with the row as 0.
-      Value row =
-          int64_t(k) < firstRow ? r.zeros(accType) : r.widen(rows[k], accType);
-      updated.push_back(r.fma(term, row, sum));
-    }
+    for (auto [k, sum] : llvm::enumerate(sums))
+      updated.push_back(k < rows.size()
+                            ? r.fma(term, r.widen(rows[k], accType), sum)
+                            : r.addf(sum, term));
     return updated;
   }
 
@@ -285,7 +230,6 @@ private:
   int64_t history;
   Type accType;
   bool approx;
-  bool depthCases;
   SmallVector<Value> taps;
   Value bias;
   RowView x, dy, dx;
@@ -294,22 +238,21 @@ private:
 };
 
 struct ExpandBwdTile : OpRewritePattern<BwdTileOp> {
-  ExpandBwdTile(MLIRContext *context, bool fastMath, bool depthCases)
-      : OpRewritePattern(context), fastMath(fastMath), depthCases(depthCases) {}
+  ExpandBwdTile(MLIRContext *context, bool fastMath)
+      : OpRewritePattern(context), fastMath(fastMath) {}
 
   LogicalResult matchAndRewrite(BwdTileOp op,
                                 PatternRewriter &rewriter) const override {
-    BwdTileExpansion(op, rewriter, fastMath, depthCases).build();
+    BwdTileExpansion(op, rewriter, fastMath).build();
     rewriter.eraseOp(op);
     return success();
   }
 
   bool fastMath;
-  bool depthCases;
 };
 } // namespace
 
 void mlir::cake::populateExpandBwdTilePatterns(RewritePatternSet &patterns,
-                                               bool fastMath, bool depthCases) {
-  patterns.add<ExpandBwdTile>(patterns.getContext(), fastMath, depthCases);
+                                               bool fastMath) {
+  patterns.add<ExpandBwdTile>(patterns.getContext(), fastMath);
 }

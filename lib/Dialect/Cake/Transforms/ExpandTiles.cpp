@@ -75,7 +75,7 @@ struct CakeExpandTilesPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     populateExpandFwdTilePatterns(patterns, fastMath);
-    populateExpandBwdTilePatterns(patterns, fastMath, bwdDepthCases);
+    populateExpandBwdTilePatterns(patterns, fastMath);
     // The expansion is big; folding it as it is built would only slow the
     // driver down. Canonicalization runs after.
     GreedyRewriteConfig config;

@@ -12,10 +12,7 @@
 namespace mlir::cake {
 
 void populateExpandFwdTilePatterns(RewritePatternSet &patterns, bool fastMath);
-/// With `depthCases`, the backward's rows near a document start branch on
-/// their depth instead of masking the rows before it, as the forward's do.
-void populateExpandBwdTilePatterns(RewritePatternSet &patterns, bool fastMath,
-                                   bool depthCases);
+void populateExpandBwdTilePatterns(RewritePatternSet &patterns, bool fastMath);
 
 /// The body of a row loop: given the token and the loop-carried values,
 /// returns the values carried to the next token.

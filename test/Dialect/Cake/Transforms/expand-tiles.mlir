@@ -1,6 +1,5 @@
 // RUN: cake-opt %s --split-input-file --cake-expand-tiles --canonicalize --cse | FileCheck %s
 // RUN: cake-opt %s --split-input-file --cake-expand-tiles="fast-math=false" | FileCheck %s --check-prefix=EXACT
-// RUN: cake-opt %s --split-input-file --cake-expand-tiles="bwd-depth-cases=true" --canonicalize --cse | FileCheck %s --check-prefix=CASES
 
 // The forward: taps and bias as vectors of the thread's 8 channels, the 3
 // rows before the tile and the document cursor (binary search) before a loop
@@ -110,44 +109,6 @@ func.func @fwd(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %b
 // CHECK: } {cake.row_loop =
 // CHECK: vector.store %{{.*}}, %[[P]][%[[PART]], %{{.*}}] {alignment = 16 : i64} : memref<?x?xf64>, vector<4xf64>
 
-// With bwd-depth-cases, the backward's other rows branch as the forward's:
-// past the last token (no gradient) by an scf.if, then on the depth in the
-// document, 3 cases and a default. A row 0 deep adds only its own tap's term to
-// the pending dx and keeps the weight-gradient terms of the 3 rows before the
-// start as g * 0 (NaN for an inf or NaN g, as the spec's formula); no selects.
-// CASES-LABEL: func.func @bwd_fp32
-// CASES-DAG: %[[ZERO:.*]] = arith.constant dense<0.000000e+00> : vector<4xf64>
-// CASES:     scf.for %[[T:[a-z0-9]+]] =
-// CASES:       %[[TOKEN:.*]] = arith.index_cast %[[T]] : index to i32
-// CASES:       } else {
-// CASES:         %[[CURSOR:.*]]:3 = scf.while
-// CASES:         %[[DEPTH:.*]] = arith.subi %[[TOKEN]], %[[CURSOR]]#1 : i32
-// CASES:         %[[REAL:.*]] = arith.cmpi slt, %[[TOKEN]], %{{.*}} : i32
-// CASES:         scf.if %[[REAL]]
-// CASES-NEXT:      %[[DEPTHINDEX:.*]] = arith.index_cast %[[DEPTH]] : i32 to index
-// CASES-NEXT:      scf.index_switch %[[DEPTHINDEX]]
-// CASES-NEXT:      case 0 {
-// CASES-NEXT:        %[[ONLY:.*]] = arith.mulf
-// CASES-NEXT:        arith.addf %[[ONLY]]
-// CASES-NEXT:        cake.silu_derivative
-// CASES:             scf.if %{{.*}} -> (vector<4xf64>, vector<4xf64>, vector<4xf64>, vector<4xf64>, vector<4xf64>)
-// CASES-NEXT:          %[[G:.*]] = arith.extf
-// CASES-NEXT:          vector.fma %[[G]], %[[ZERO]], %{{.*}} : vector<4xf64>
-// CASES-NEXT:          vector.fma %[[G]], %[[ZERO]], %{{.*}} : vector<4xf64>
-// CASES-NEXT:          vector.fma %[[G]], %[[ZERO]], %{{.*}} : vector<4xf64>
-// CASES-NEXT:          arith.extf
-// CASES-NEXT:          vector.fma
-// CASES-NEXT:          arith.addf
-// CASES:           case 1 {
-// CASES:           case 2 {
-// CASES:           default {
-// CASES:         } else {
-// CASES-NOT:       cake.silu_derivative
-// CASES:           scf.if
-// CASES-NEXT:        arith.truncf
-// CASES-NEXT:        vector.store
-// CASES-NOT:     arith.select %{{.*}} : vector<4xf32>
-// CASES:       } {cake.row_loop =
 // CHECK: %[[BIASCOL:.*]] = arith.addi %{{.*}}, %[[COL]]
 // CHECK: vector.store %[[SUMS]]#15, %[[P]][%[[PART]], %[[BIASCOL]]]
 func.func @bwd_fp32(%x: memref<?x?xbf16>, %w: memref<?x4xbf16>, %cu: memref<?xi32>, %dy: memref<?x?xbf16>,

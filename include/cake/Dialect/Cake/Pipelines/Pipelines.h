@@ -50,11 +50,6 @@ struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
       *this, "fast-math",
       llvm::cl::desc("Let the activation use hardware approximations"),
       llvm::cl::init(true)};
-  PassOptions::Option<bool> bwdDepthCases{
-      *this, "bwd-depth-cases",
-      llvm::cl::desc("Backward rows near a document start branch on their "
-                     "depth instead of masking (cake-expand-tiles)"),
-      llvm::cl::init(false)};
 };
 
 /// Cake ops to `gpu.func` kernels in `gpu.module @cake_kernels`, expanded to
@@ -87,11 +82,6 @@ struct CakeToHostOptions : public PassPipelineOptions<CakeToHostOptions> {
   PassOptions::Option<int64_t> unroll{
       *this, "unroll", llvm::cl::desc("Rows per iteration of the row loop"),
       llvm::cl::init(DefaultTiling::unroll)};
-  PassOptions::Option<bool> bwdDepthCases{
-      *this, "bwd-depth-cases",
-      llvm::cl::desc("Backward rows near a document start branch on their "
-                     "depth instead of masking (cake-expand-tiles)"),
-      llvm::cl::init(false)};
 };
 
 /// Cake ops to host kernels (convert-cake-to-host), each a function over a

@@ -85,14 +85,13 @@ def CakeExpandTilesPass : Pass<"cake-expand-tiles"> {
     document starts). Then the forward switches on the row's depth in its
     document (`scf.index_switch`: 0 .. width - 2, deeper) to the row's code
     without the taps of the rows before the start; the backward masks those
-    rows with selects, or with `bwd-depth-cases` switches as the forward
-    does (past the last token, where a row has no gradient, by a branch of
-    its own). The loop carries the bounds of the test-free rows next to the
-    cursor, recomputed only when the cursor moves, so a row tests two bounds.
-    In the backward, rows past the tile (they complete its last dx) skip the
-    weight-gradient terms by a branch. Indices are
-    `index`, so S * C past 2^31 works, and every access stays inside its
-    buffer whatever `cu_seqlens` holds.
+    rows with selects. The loop carries the bounds of the test-free rows next
+    to the cursor, recomputed only when the cursor moves, so a row tests two
+    bounds. In the backward, rows past the tile (they complete its last dx)
+    skip the weight-gradient terms by a branch. Tokens are i32 (cu_seqlens
+    holds them); a row's offset, token times C, is `index`, so S * C past
+    2^31 works, and every access stays inside its buffer whatever
+    `cu_seqlens` holds.
 
     The activation is `cake.silu` (and `cake.silu_derivative` in the
     backward), `approx` with `fast-math`, except under `silu_grad` fp32.
@@ -104,9 +103,6 @@ def CakeExpandTilesPass : Pass<"cake-expand-tiles"> {
   let options = [
     Option<"fastMath", "fast-math", "bool", /*default=*/"true",
            "Let the activation use hardware approximations of exp2 and 1/x">,
-    Option<"bwdDepthCases", "bwd-depth-cases", "bool", /*default=*/"false",
-           "Backward rows near a document start branch on their depth, as "
-           "the forward's do, instead of masking the rows before the start">,
   ];
 }
 
