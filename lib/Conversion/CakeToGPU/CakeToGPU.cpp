@@ -77,9 +77,9 @@ LogicalResult buildKernel(const ForallKernel &outlined, func::FuncOp func,
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   kernel.setKnownBlockSizeAttr(
       b.getDenseI32ArrayAttr({static_cast<int32_t>(blockThreads), 1, 1}));
-  if (tiling && tiling.getMinBlocks() > 0)
-    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                    b.getI32IntegerAttr(tiling.getMinBlocks()));
+  if (tiling && tiling.getMaxRegisters() > 0)
+    kernel->setAttr(NVVM::NVVMDialect::getMaxnregAttrName(),
+                    b.getI32IntegerAttr(tiling.getMaxRegisters()));
   markKernel(kernel, outlined);
   bool hasPredecessor = !outlined.predecessor.empty();
 

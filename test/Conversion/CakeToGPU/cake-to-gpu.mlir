@@ -64,7 +64,7 @@ func.func @chain(%a: memref<?xf32> {cake.param = "a"}, %b: memref<?xf32> {cake.p
 // tiling, which the kernel keeps for whoever launches it; index arguments stay
 // kernel parameters.
 // CHECK-LABEL: gpu.func @tiles
-// CHECK-SAME: %{{.*}}: index) kernel attributes {cake.tiling = #cake.tiling<vector_channels = 8, block_threads = 64, stages = 4, unroll = 1, min_blocks = 3>, known_block_size = array<i32: 64, 1, 1>, nvvm.minctasm = 3 : i32}
+// CHECK-SAME: %{{.*}}: index) kernel attributes {cake.tiling = #cake.tiling<vector_channels = 8, block_threads = 64, stages = 4, unroll = 1, max_registers = 168>, known_block_size = array<i32: 64, 1, 1>, nvvm.maxnreg = 168 : i32}
 // CHECK: %[[BASE:.*]] = arith.muli %{{.*}}, %c64
 // CHECK: cake.fwd_tile
 func.func @tiles(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
@@ -72,7 +72,7 @@ func.func @tiles(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, 
   scf.forall (%i) in (%n) {
     cake.fwd_tile %x, %w, %cu into %y rows [%i, %n) col %c0
         {activation = #cake.activation<silu>, width = 4 : i64,
-         tiling = #cake.tiling<vector_channels = 8, block_threads = 64, stages = 4, unroll = 1, min_blocks = 3>}
+         tiling = #cake.tiling<vector_channels = 8, block_threads = 64, stages = 4, unroll = 1, max_registers = 168>}
         : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
   }
   return

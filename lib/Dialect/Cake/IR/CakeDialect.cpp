@@ -20,10 +20,10 @@ using namespace mlir::cake;
 #define GET_ATTRDEF_CLASSES
 #include "cake/Dialect/Cake/IR/CakeAttrs.cpp.inc"
 
-LogicalResult
-TilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                   int64_t vectorChannels, int64_t blockThreads,
-                   int64_t stages, int64_t unroll, int64_t minBlocks) {
+LogicalResult TilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 int64_t vectorChannels, int64_t blockThreads,
+                                 int64_t stages, int64_t unroll,
+                                 int64_t maxRegisters) {
   if (vectorChannels <= 0 || vectorChannels > 16 ||
       !llvm::isPowerOf2_64(vectorChannels))
     return emitError() << "vector_channels (" << vectorChannels
@@ -35,9 +35,10 @@ TilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "stages (" << stages << ") must not be negative";
   if (unroll <= 0)
     return emitError() << "unroll (" << unroll << ") must be positive";
-  if (minBlocks < 0)
-    return emitError() << "min_blocks (" << minBlocks
-                       << ") must not be negative";
+  // 255 is what a thread can address; ptxas needs a few for itself.
+  if (maxRegisters != 0 && (maxRegisters < 16 || maxRegisters > 255))
+    return emitError() << "max_registers (" << maxRegisters
+                       << ") must be 0 (no cap) or from 16 to 255";
   return success();
 }
 

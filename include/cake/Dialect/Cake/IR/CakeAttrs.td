@@ -46,12 +46,13 @@ def Cake_TilingAttr : AttrDef<Cake_Dialect, "Tiling"> {
     - `stages`: row loads in flight ahead of the row being computed, staged
       through shared memory on the GPU (0: loads go straight to registers);
     - `unroll`: rows per iteration of the row loop;
-    - `min_blocks` (optional): blocks of the kernel each multiprocessor must
-      hold at once, which caps the registers of a thread (0: no cap).
+    - `max_registers` (optional): the registers a thread may use, which
+      steers ptxas's schedule as much as it bounds occupancy (0: ptxas
+      decides; docs/benchmarks.md has what the backward's cap measured).
   }];
   let parameters = (ins "int64_t":$vector_channels, "int64_t":$block_threads,
                         "int64_t":$stages, "int64_t":$unroll,
-                        DefaultValuedParameter<"int64_t", "0">:$min_blocks);
+                        DefaultValuedParameter<"int64_t", "0">:$max_registers);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }
