@@ -8,8 +8,13 @@
 #
 # STEPs, after the build: pytest (all of test/python), sanitizers
 # (compute-sanitizer's four tools over small selections), bench (every peer),
-# host (host time per call), first-call.
+# host (host time per call), first-call, ab (an A/B of kernel libraries).
 # Naming some runs only those, to fit a run in a time limit.
+#
+# ab times each library of CAKE_AB_LIBRARIES (folders as `cake-kernel-gen -o`
+# writes them; `embedded` for the package's own) in the order given, Cake only
+# and --quick, then runs test_kernels.py's GPU half on each. Name a library
+# twice, first and last, to see how far the GPU drifts within the call.
 #
 # The benchmark's peers come from the ignored folders .whl and .peers when the
 # device call carries them (benchmarks/peers/setup_peers.sh); without them it
@@ -25,7 +30,7 @@ shift $(($# > 0 ? 1 : 0))
 steps=${*:-pytest sanitizers bench host first-call}
 for wanted in $steps; do
   case $wanted in
-    pytest | sanitizers | bench | host | first-call) ;;
+    pytest | sanitizers | bench | host | first-call | ab) ;;
     *) echo "error: unknown step '$wanted'" >&2; exit 1 ;;
   esac
 done
@@ -37,6 +42,20 @@ for file in cake_kernels.ptx cake_kernels.manifest cake_kernels_host.o cake_kern
     exit 1
   fi
 done
+ab_libraries=()
+if wants ab; then
+  read -ra ab_libraries <<<"${CAKE_AB_LIBRARIES:-}"
+  if ((${#ab_libraries[@]} == 0)); then
+    echo "error: the ab step needs CAKE_AB_LIBRARIES" >&2
+    exit 1
+  fi
+  for library in "${ab_libraries[@]}"; do
+    if [[ $library != embedded && ! -f $library/cake_kernels.ptx ]]; then
+      echo "error: $library/cake_kernels.ptx not found" >&2
+      exit 1
+    fi
+  done
+fi
 
 repo=$(pwd)
 # The device tool stops a command after 600 s: what waits or benchmarks
@@ -119,6 +138,23 @@ fi
 if wants first-call; then
   step first-call python3 benchmarks/first_call.py --json "$log_dir/first-call.json" \
     || status=$?
+fi
+if wants ab; then
+  # The runtime reads an empty CAKE_KERNEL_LIBRARY as unset: the embedded one.
+  library_setting() {
+    [[ $1 == embedded ]] && echo "CAKE_KERNEL_LIBRARY=" ||
+      echo "CAKE_KERNEL_LIBRARY=$(realpath "$1")"
+  }
+  for i in "${!ab_libraries[@]}"; do
+    library=${ab_libraries[$i]}
+    step "ab$i-$(basename "$library")" env "$(library_setting "$library")" \
+      python3 benchmarks/bench_causal_conv1d.py --quick --no-peers \
+      --json "$log_dir/ab$i-$(basename "$library").json" || status=$?
+  done
+  for i in "${!ab_libraries[@]}"; do
+    step "ab$i-tests" env "$(library_setting "${ab_libraries[$i]}")" \
+      python3 -m pytest -q -p no:cacheprovider test/python/test_kernels.py -k cuda || status=$?
+  done
 fi
 # Each step's verdict once more, last, for whoever keeps only the output's end.
 echo "=== summary (logs in $log_dir)"
