@@ -48,7 +48,7 @@ def Cake_TilingAttr : AttrDef<Cake_Dialect, "Tiling"> {
     - `unroll`: rows per iteration of the row loop;
     - `max_registers` (optional): the registers a thread may use, which
       steers ptxas's schedule as much as it bounds occupancy (0: ptxas
-      decides; docs/benchmarks.md has what the backward's cap measured).
+      decides; docs/design.md says why the backward has one).
   }];
   let parameters = (ins "int64_t":$vector_channels, "int64_t":$block_threads,
                         "int64_t":$stages, "int64_t":$unroll,
