@@ -11,6 +11,9 @@ and its deterministic mode (torch.use_deterministic_algorithms(True)), and fla-c
 Triton and Gluon (FLA_GLUON=1) kernels. Peers' backward is timed as a user runs it:
 torch.autograd.grad on a retained graph. A peer that does not import is reported as
 unavailable. Each peer's y, dx and dweight are also compared with Cake's once per shape.
+While each op is timed, nvidia-smi samples the SM clock, power and clock limits
+(gpu_clocks.py): the record keeps them per op, and a table shows them for the copy and
+Cake.
 
 Effective bandwidth counts the minimum traffic: forward 4 bytes per element (read x,
 write y), backward 6 (read x and dy, write dx); copy 4 (read + write x).
@@ -39,6 +42,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import torch
+from gpu_clocks import ClockTrace
 
 # (S, C, documents)
 SHAPES = [
@@ -404,20 +408,24 @@ def compare(result, reference) -> dict[str, float]:
     return out
 
 
-def measure(shape, timer, impls, status, dispatch_log: DispatchLog) -> dict:
+def measure(shape, timer, impls, status, dispatch_log: DispatchLog, clocks: ClockTrace) -> dict:
     S, C, docs = shape
     a = make_inputs(S, C, docs)
     elements = S * C
 
-    def record(ms: float, kind: str, copy_gbps: float | None) -> dict:
+    def record(fn: Callable[[], object], kind: str, copy_gbps: float | None) -> dict:
+        start = datetime.datetime.now()
+        ms = timer(fn)
+        end = datetime.datetime.now()
         gbps = BYTES_PER_ELEMENT[kind] * elements / (ms * 1e-3) / 1e9
         return {
             "median_us": ms * 1e3,
             "GBps": gbps,
             "pct_of_copy": None if copy_gbps is None else 100 * gbps / copy_gbps,
+            "clocks": clocks.summary(start, end),
         }
 
-    copy = record(timer(copy_op(a)), "copy", None)
+    copy = record(copy_op(a), "copy", None)
     row = {"S": S, "C": C, "docs": docs, "copy": copy, "ops": {}, "check": {}, "errors": {}}
     reference = None
     for impl in impls:
@@ -433,7 +441,7 @@ def measure(shape, timer, impls, status, dispatch_log: DispatchLog) -> dict:
                     row["check"][impl.name] = compare(result, reference)
                 del result
                 for kind in KINDS:
-                    row["ops"][f"{impl.name} {kind}"] = record(timer(ops[kind]), kind, copy["GBps"])
+                    row["ops"][f"{impl.name} {kind}"] = record(ops[kind], kind, copy["GBps"])
                 del ops
         except Exception as error:  # keep measuring the others; the table says n/a
             row["errors"][impl.name] = f"{type(error).__name__}: {error}"
@@ -514,7 +522,34 @@ def markdown(record: dict) -> str:
                 parts.append(f"{op['GBps']:.0f} ({op['pct_of_copy']:.0f}%)" if op else "n/a")
             cells.append(" / ".join(parts))
         lines.append(f"| {_shape_label(r)} | {r['copy']['GBps']:.0f} | " + " | ".join(cells) + " |")
+    lines += clocks_table(rows, names)
     return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def clocks_table(rows: list[dict], names: list[str]) -> list[str]:
+    """Markdown lines: the SM clock (median, minimum), the most power drawn and the
+    clock limits seen while the copy and Cake were timed; none for a record
+    without a trace."""
+    columns = ["copy"] + [f"{name} {kind}" for name in names if name == "Cake" for kind in KINDS]
+
+    def cell(op: dict | None) -> str:
+        c = op and op.get("clocks")
+        if not c:
+            return "n/a"
+        limits = f", {'; '.join(c['limits'])}" if c["limits"] else ""
+        return f"{c['sm_mhz_median']:.0f} ({c['sm_mhz_min']:.0f}), {c['power_w_max']:.0f} W{limits}"
+
+    table = [
+        [cell(r["copy"] if col == "copy" else r["ops"].get(col)) for col in columns] for r in rows
+    ]
+    if all(c == "n/a" for cells in table for c in cells):
+        return []
+    lines = ["", "SM MHz while timed, median (minimum), most power drawn, clock limits:", ""]
+    lines.append("| S x C, docs | " + " | ".join(columns) + " |")
+    lines.append("|" + "---|" * (len(columns) + 1))
+    for r, cells in zip(rows, table):
+        lines.append(f"| {_shape_label(r)} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def plot(record: dict, path: str) -> bool:
@@ -653,6 +688,11 @@ def main() -> int:
         # torch.empty returns when this is True: part of what "Dao deterministic" costs.
         "fill_uninitialized_memory": torch.utils.deterministic.fill_uninitialized_memory,
     }
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    clocks = ClockTrace(
+        f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+    )
+    meta["clock_trace"] = clocks.why_not or "nvidia-smi every 20 ms while each op is timed"
     for key, value in meta.items():
         print(f"{key}: {value}")
     dispatch_log = DispatchLog()
@@ -668,11 +708,12 @@ def main() -> int:
         if rows and args.time_budget is not None and time.monotonic() - start > args.time_budget:
             skipped.append("x".join(map(str, shape)))
             continue
-        rows.append(measure(shape, timer, impls, status, dispatch_log))
+        rows.append(measure(shape, timer, impls, status, dispatch_log, clocks))
         print(f"measured {_shape_label(rows[-1])} ({time.monotonic() - start:.0f} s)", flush=True)
         if args.json:  # after every shape, so that a run cut short keeps what it measured
             with open(args.json, "w") as f:
                 json.dump(record, f, indent=2)
+    clocks.close()
     if args.plot:
         plot(record, args.plot)
     print()

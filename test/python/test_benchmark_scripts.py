@@ -3,15 +3,22 @@
 and the plot of a saved record, and the parsing of Nsight Compute's CSV. The
 records here are made up for the test; no measured number comes from them."""
 
+import datetime
 import importlib.util
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from cake_testing import requires_cake_cpu
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+# As when a script runs: its folder is on the path (for gpu_clocks).
+sys.path.insert(0, str(BENCHMARKS))
 
 
 def load(name):
@@ -24,6 +31,7 @@ def load(name):
 
 bench = load("bench_causal_conv1d")
 ncu = load("ncu_summary")
+gpu_clocks = load("gpu_clocks")
 
 
 def made_up_record():
@@ -86,6 +94,83 @@ def test_markdown_reports_every_op_and_what_is_missing():
     assert "- Dao: unavailable (ModuleNotFoundError: made up)" in text
     assert "- FLA Gluon failed at 2048 x 128, 4: RuntimeError: made up" in text
     assert "- FLA Gluon: fla-core 0.6.0" in text
+
+
+def test_markdown_without_clock_trace_has_no_clock_table():
+    assert "SM MHz" not in bench.markdown(made_up_record())
+
+
+def test_clock_samples_parse_and_summarize_per_window():
+    lines = [
+        "2026/12/04 18:42:29.500, 1980, 400.5, 50, 0x0000000000000000",
+        "2026/12/04 18:42:29.520, 1755, 690.0, 61, 0x0000000000000004",
+        "2026/12/04 18:42:29.540, 1830, 650.0, 63, 0x0000000000000001",
+        "2026/12/04 18:42:29.560, 345, 80.0, 40, 0x0000000000000001",
+        "[N/A], 1980, 400, 50, 0x0",  # unusable lines are dropped
+        "2026/12/04 18:42:29.580, 1980",
+    ]
+    samples = [s for line in lines if (s := gpu_clocks.parse_sample(line))]
+    assert len(samples) == 4
+    at = samples[0]["time"].replace
+    window = gpu_clocks.summarize(samples, at(microsecond=510000), at(microsecond=550000))
+    assert window == {
+        "samples": 2,
+        "sm_mhz_median": 1792.5,
+        "sm_mhz_min": 1755.0,
+        "power_w_max": 690.0,
+        "temperature_c_max": 63.0,
+        "limits": ["SW power cap"],  # GPU idle (0x1) is not a limit
+    }
+    assert gpu_clocks.summarize(samples, at(microsecond=600000), at(microsecond=700000)) is None
+
+
+FAKE_NVIDIA_SMI = r"""#!/bin/sh
+# A stand-in: answers the probe of the reasons field, then samples every 20 ms.
+case "$*" in
+  *-lms=*) while :; do
+      echo "$(date '+%Y/%m/%d %H:%M:%S.%3N'), 1755, 612.5, 55, 0x0000000000000004"
+      sleep 0.02
+    done ;;
+  *clocks_event_reasons*) echo "0x0000000000000000" ;;
+esac
+"""
+
+
+def test_clock_trace_samples_a_running_nvidia_smi(tmp_path, monkeypatch):
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(FAKE_NVIDIA_SMI)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    trace = gpu_clocks.ClockTrace("00000000:19:00.0")
+    try:
+        assert trace.why_not is None
+        start = datetime.datetime.now()
+        time.sleep(0.3)
+        summary = trace.summary(start, datetime.datetime.now())
+    finally:
+        trace.close()
+    assert summary is not None and summary["samples"] >= 3
+    assert summary["sm_mhz_median"] == 1755.0 and summary["limits"] == ["SW power cap"]
+
+
+def test_clock_trace_without_nvidia_smi_says_why(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    trace = gpu_clocks.ClockTrace("00000000:19:00.0")
+    assert trace.why_not == "nvidia-smi not found"
+    assert trace.summary(datetime.datetime.now(), datetime.datetime.now()) is None
+    trace.close()
+
+
+def test_markdown_reports_the_clocks_of_the_copy_and_cake():
+    record = made_up_record()
+    clocks = {"sm_mhz_median": 1755.0, "sm_mhz_min": 1500.0, "power_w_max": 690.0}
+    record["rows"][0]["copy"]["clocks"] = clocks | {"limits": []}
+    record["rows"][0]["ops"]["Cake bwd"]["clocks"] = clocks | {"limits": ["SW power cap"]}
+    table = bench.markdown(record).split("SM MHz while timed")[1]
+    assert "| S x C, docs | copy | Cake fwd | Cake bwd |" in table
+    row = "| 1024 x 64, 2 | 1755 (1500), 690 W | n/a | 1755 (1500), 690 W, SW power cap |"
+    assert row in table
+    assert "| 2048 x 128, 4 | n/a | n/a | n/a |" in table
 
 
 def test_plot_writes_a_png(tmp_path):
