@@ -522,15 +522,15 @@ def markdown(record: dict) -> str:
                 parts.append(f"{op['GBps']:.0f} ({op['pct_of_copy']:.0f}%)" if op else "n/a")
             cells.append(" / ".join(parts))
         lines.append(f"| {_shape_label(r)} | {r['copy']['GBps']:.0f} | " + " | ".join(cells) + " |")
-    lines += clocks_table(rows, names)
+    lines += clocks_table(rows)
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
-def clocks_table(rows: list[dict], names: list[str]) -> list[str]:
+def clocks_table(rows: list[dict]) -> list[str]:
     """Markdown lines: the SM clock (median, minimum), the most power drawn and the
     clock limits seen while the copy and Cake were timed; none for a record
     without a trace."""
-    columns = ["copy"] + [f"{name} {kind}" for name in names if name == "Cake" for kind in KINDS]
+    columns = ["copy"] + [f"Cake {kind}" for kind in KINDS]
 
     def cell(op: dict | None) -> str:
         c = op and op.get("clocks")

@@ -101,8 +101,7 @@ class ClockTrace:
             stderr=subprocess.DEVNULL,
             text=True,
         )
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
+        threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
         for line in self.process.stdout:
