@@ -79,43 +79,48 @@ public:
     for (int64_t back = history; back >= 1; --back) {
       Value token = r.max(r.add(first, -back), r.token(0));
       init.window.push_back(
-          r.widen(r.loadRow(x, r.rowOffset(x, token, true)), f32()));
+          r.widen(r.loadRow(x, r.rowOffset(x, r.toIndex(token))), f32()));
     }
     init.pending.assign(history, r.zeros(f32()));
     init.doc = r.seekDocument(op.getCuSeqlens(), first);
     init.interior = interiorRowsOf(init.doc);
     init.sums.assign(op.getWidth() + (bias ? 1 : 0), r.zeros(accType));
-    ValueRange results = buildRowLoop(
-        r.builder(), op.getLoc(), op.getFirst(), r.add(op.getEnd(), history),
-        init.values(), op.getTiling(),
-        [&](OpBuilder &, Value token, ValueRange state) {
-          return rowStep(r.token(token), BwdRowState::from(state, history));
-        });
+    ValueRange results =
+        buildRowLoop(r.builder(), op.getLoc(), op.getFirst(),
+                     r.add(op.getEnd(), history), init.values(), op.getTiling(),
+                     [&](OpBuilder &, Value row, ValueRange state) {
+                       return rowStep(row, BwdRowState::from(state, history));
+                     });
     storePartials(BwdRowState::from(results, history).sums);
   }
 
 private:
   Type f32() { return r.builder().getF32Type(); }
 
-  SmallVector<Value> rowStep(Value token, const BwdRowState &state) {
-    // x and dy have one shape: one offset serves both.
-    Value offset = r.rowOffset(x, token, true);
-    Value xRow = r.widen(r.loadRow(x, offset), f32());
-    Value dyRow = r.widen(r.loadRow(dy, offset), f32());
+  /// The step of `row`, a token (an index) that may lie past the tensor: the
+  /// loop's last rows only complete dx.
+  SmallVector<Value> rowStep(Value row, const BwdRowState &state) {
+    Value token = r.token(row);
+    // x and dy have one shape: one offset and one test serve both.
+    Value offset = r.rowOffset(x, row);
+    Value exists = r.lessThan(token, x.rows);
+    Value xRow = r.widen(r.loadRowIf(exists, x, offset), f32());
+    Value dyRow = r.widen(r.loadRowIf(exists, dy, offset), f32());
     Value interior = r.isInterior(token, state.interior);
     return SmallVector<Value>(buildBranches(
         r.builder(), op.getLoc(), interior,
-        [&] { return computeRow(token, state, xRow, dyRow, Value()); },
-        [&] { return edgeRow(token, state, xRow, dyRow); }));
+        [&] { return computeRow(row, state, xRow, dyRow, Value()); },
+        [&] { return edgeRow(row, state, xRow, dyRow); }));
   }
 
   /// A row near a document start or either end of the tile: the cursor moves
   /// to its document, and the rows before the document start are masked.
-  SmallVector<Value> edgeRow(Value token, BwdRowState state, Value xRow,
+  SmallVector<Value> edgeRow(Value row, BwdRowState state, Value xRow,
                              Value dyRow) {
+    Value token = r.token(row);
     state.doc = r.advanceDocument(op.getCuSeqlens(), state.doc, token);
     state.interior = interiorRowsOf(state.doc);
-    return computeRow(token, state, xRow, dyRow, r.sub(token, state.doc.start));
+    return computeRow(row, state, xRow, dyRow, r.sub(token, state.doc.start));
   }
 
   /// Rows whose window lies in the tile's document and whose dx is the
@@ -134,12 +139,13 @@ private:
                  SiluDerivativeOp::create(r.builder(), op.getLoc(), z, approx));
   }
 
-  /// The row of `token`. On an edge row (`sinceStart`, its distance from its
-  /// document's start, given) the window rows before the start are masked,
+  /// The step of token `row`. On an edge row (`sinceStart`, its distance from
+  /// its document's start, given) the window rows before the start are masked,
   /// g is 0 past the last token, dx is stored and the sums take the row's
   /// terms only where they are the tile's.
-  SmallVector<Value> computeRow(Value token, BwdRowState state, Value xRow,
+  SmallVector<Value> computeRow(Value row, BwdRowState state, Value xRow,
                                 Value dyRow, Value sinceStart) {
+    Value token = r.token(row);
     SmallVector<Value> rows = state.window;
     rows.push_back(xRow);
     if (sinceStart)
@@ -147,7 +153,7 @@ private:
     Value g = gradient(rows, dyRow);
     if (sinceStart)
       g = r.select(r.lessThan(token, x.rows), g, r.zeros(f32()));
-    state.pending = addToPendingDx(token, state.pending, g, sinceStart);
+    state.pending = addToPendingDx(row, state.pending, g, sinceStart);
     if (!sinceStart) {
       state.sums = accumulate(state.sums, rows, g);
     } else {
@@ -166,20 +172,22 @@ private:
   /// Adds g's contributions to dx of `token - back` (within its document when
   /// `sinceStart` is given), stores the one that completes (on an edge row
   /// only if it is the tile's), and returns the pending dx for the next token.
-  SmallVector<Value> addToPendingDx(Value token, ArrayRef<Value> pending,
-                                    Value g, Value sinceStart) {
+  SmallVector<Value> addToPendingDx(Value row, ArrayRef<Value> pending, Value g,
+                                    Value sinceStart) {
     auto reaching = [&](int64_t back) -> Value {
       if (!sinceStart)
         return g;
       return r.select(r.atLeast(sinceStart, back), g, r.zeros(f32()));
     };
     Value finished = r.fma(taps[0], reaching(history), pending[history - 1]);
-    Value done = r.add(token, -history);
-    Value at = r.rowOffset(dx, done, false);
+    Value done = r.add(row, -history);
+    Value at = r.rowOffset(dx, done);
     if (!sinceStart) {
       r.storeRow(dx, at, finished);
     } else {
-      Value inTile = r.both(r.atLeast(done, first), r.lessThan(done, end));
+      Value doneToken = r.token(done);
+      Value inTile =
+          r.both(r.atLeast(doneToken, first), r.lessThan(doneToken, end));
       r.storeRowIf(inTile, dx, at, finished);
     }
     SmallVector<Value> next = {r.mul(taps[history], g)};

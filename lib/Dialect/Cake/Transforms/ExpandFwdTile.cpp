@@ -38,34 +38,37 @@ public:
     SmallVector<Value> init;
     for (int64_t back = history; back >= 1; --back) {
       Value token = r.max(r.add(first, -back), r.token(0));
-      init.push_back(r.widen(r.loadRow(x, r.rowOffset(x, token, true)), f32()));
+      init.push_back(
+          r.widen(r.loadRow(x, r.rowOffset(x, r.toIndex(token))), f32()));
     }
     DocCursor doc = r.seekDocument(op.getCuSeqlens(), first);
     llvm::append_range(init, doc.values());
     llvm::append_range(init, interiorRowsOf(doc).values());
     buildRowLoop(r.builder(), op.getLoc(), op.getFirst(), op.getEnd(), init,
-                 op.getTiling(),
-                 [&](OpBuilder &, Value token, ValueRange state) {
-                   return rowStep(r.token(token), state);
+                 op.getTiling(), [&](OpBuilder &, Value row, ValueRange state) {
+                   return rowStep(row, state);
                  });
   }
 
 private:
   Type f32() { return r.builder().getF32Type(); }
 
-  SmallVector<Value> rowStep(Value token, ValueRange state) {
-    Value current = r.widen(r.loadRow(x, r.rowOffset(x, token, true)), f32());
+  /// The step of `row`, a token of the tile (so a row of x) as an index.
+  SmallVector<Value> rowStep(Value row, ValueRange state) {
+    Value token = r.token(row);
+    Value current = r.widen(r.loadRow(x, r.rowOffset(x, row)), f32());
     Value interior = r.isInterior(token, InteriorRows::from(state.drop_front(
                                              history + DocCursor::numValues)));
     return SmallVector<Value>(buildBranches(
         r.builder(), op.getLoc(), interior,
-        [&] { return computeRow(token, state, current, history); },
-        [&] { return edgeRow(token, state, current); }));
+        [&] { return computeRow(row, state, current, history); },
+        [&] { return edgeRow(row, token, state, current); }));
   }
 
   /// A row near a document start: the cursor moves to its document, and the
   /// row's code is chosen by how many of its window rows lie in it.
-  SmallVector<Value> edgeRow(Value token, ValueRange state, Value current) {
+  SmallVector<Value> edgeRow(Value row, Value token, ValueRange state,
+                             Value current) {
     SmallVector<Value> moved(state);
     DocCursor doc = r.advanceDocument(
         op.getCuSeqlens(),
@@ -74,19 +77,17 @@ private:
     llvm::copy(interiorRowsOf(doc).values(),
                moved.begin() + history + DocCursor::numValues);
     SmallVector<int64_t> cases = llvm::to_vector(llvm::seq<int64_t>(history));
-    return SmallVector<Value>(
-        buildSwitch(r.builder(), op.getLoc(),
-                    r.toIndex(r.sub(token, doc.start)),
-                    ValueRange(moved).getTypes(), cases,
-                    [&](std::optional<int64_t> inDocument) {
-                      return computeRow(token, moved, current,
-                                        inDocument.value_or(history));
-                    }));
+    return SmallVector<Value>(buildSwitch(
+        r.builder(), op.getLoc(), r.toIndex(r.sub(token, doc.start)),
+        ValueRange(moved).getTypes(), cases,
+        [&](std::optional<int64_t> inDocument) {
+          return computeRow(row, moved, current, inDocument.value_or(history));
+        }));
   }
 
-  /// Stores y of `token`, of whose window the last `inDocument` rows lie in
+  /// Stores y of `row`, of whose window the last `inDocument` rows lie in
   /// its document, and returns the state for the next token.
-  SmallVector<Value> computeRow(Value token, ValueRange state, Value current,
+  SmallVector<Value> computeRow(Value row, ValueRange state, Value current,
                                 int64_t inDocument) {
     SmallVector<Value> rows(state.take_front(history));
     rows.push_back(current);
@@ -96,7 +97,7 @@ private:
                         ArrayRef<Value>(rows).drop_front(firstRow), bias);
     if (op.getActivation() == Activation::silu)
       out = SiluOp::create(r.builder(), op.getLoc(), out, fastMath);
-    r.storeRow(y, r.rowOffset(y, token, false), out);
+    r.storeRow(y, r.rowOffset(y, row), out);
 
     // The window keeps rows outside the document: later rows of this
     // document leave them out the same way.

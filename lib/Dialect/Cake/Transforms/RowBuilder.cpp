@@ -98,9 +98,8 @@ RowView RowBuilder::view(Value tokens, Value col) {
           memref::DimOp::create(b, loc, tokens, 1)};
 }
 
-Value RowBuilder::rowOffset(const RowView &view, Value token, bool clamp) {
-  Value row = clamp ? min(token, add(view.rows, -1)) : token;
-  return arith::MulIOp::create(b, loc, toIndex(row), view.channels,
+Value RowBuilder::rowOffset(const RowView &view, Value row) {
+  return arith::MulIOp::create(b, loc, row, view.channels,
                                arith::IntegerOverflowFlags::nsw);
 }
 
@@ -109,6 +108,20 @@ Value RowBuilder::loadRow(const RowView &view, Value offset) {
       vectorOf(cast<MemRefType>(view.flat.getType()).getElementType());
   return vector::LoadOp::create(b, loc, type, view.flat, ValueRange{offset},
                                 /*nontemporal=*/false, accessAlignment(type));
+}
+
+Value RowBuilder::loadRowIf(Value exists, const RowView &view, Value offset) {
+  VectorType type =
+      vectorOf(cast<MemRefType>(view.flat.getType()).getElementType());
+  auto branch = scf::IfOp::create(
+      b, loc, exists,
+      [&](OpBuilder &, Location) {
+        scf::YieldOp::create(b, loc, loadRow(view, offset));
+      },
+      [&](OpBuilder &, Location) {
+        scf::YieldOp::create(b, loc, zeros(type.getElementType()));
+      });
+  return branch.getResult(0);
 }
 
 void RowBuilder::store(Value memref, ValueRange indices, Value vector) {
@@ -137,7 +150,29 @@ Value RowBuilder::widen(Value vector, Type elementType) {
   VectorType type = vectorOf(elementType);
   if (vector.getType() == type)
     return vector;
+  auto from = cast<VectorType>(vector.getType());
+  if (from.getElementType().isBF16() && elementType.isF32() && lanes % 2 == 0)
+    return widenBF16Pairs(vector);
   return arith::ExtFOp::create(b, loc, type, vector);
+}
+
+Value RowBuilder::widenBF16Pairs(Value bf16) {
+  // A bf16 is the high half of its f32: the even lane's bits move up, the odd
+  // lane's are masked in place, one instruction a lane where a conversion of
+  // the odd lane first extracts it.
+  auto pairs = VectorType::get({lanes / 2}, b.getI32Type());
+  Value words = vector::BitCastOp::create(b, loc, pairs, bf16);
+  auto bits = [&](int64_t value) {
+    return arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(pairs, b.getI32IntegerAttr(value)));
+  };
+  auto asF32 = [&](Value word) {
+    return arith::BitcastOp::create(
+        b, loc, VectorType::get({lanes / 2}, b.getF32Type()), word);
+  };
+  Value even = asF32(arith::ShLIOp::create(b, loc, words, bits(16)));
+  Value odd = asF32(arith::AndIOp::create(b, loc, words, bits(0xffff0000)));
+  return vector::InterleaveOp::create(b, loc, even, odd);
 }
 
 Value RowBuilder::zeros(Type elementType) {
@@ -152,21 +187,8 @@ Value RowBuilder::roundToBF16(Value vector) {
   if (lanes % 2 != 0)
     return arith::ExtFOp::create(b, loc, vector.getType(), rounded);
   // Lanes in pairs: a GPU rounds a pair in one conversion (a lane at a time
-  // is one conversion each, on the slower pipe), and a bf16 widens exactly
-  // by moving its bits up: the even lane's low half, the odd lane's high.
-  auto pairs = VectorType::get({lanes / 2}, b.getI32Type());
-  Value words = vector::BitCastOp::create(b, loc, pairs, rounded);
-  auto bits = [&](int64_t value) {
-    return arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(pairs, b.getI32IntegerAttr(value)));
-  };
-  auto asF32 = [&](Value word) {
-    return arith::BitcastOp::create(
-        b, loc, VectorType::get({lanes / 2}, b.getF32Type()), word);
-  };
-  Value even = asF32(arith::ShLIOp::create(b, loc, words, bits(16)));
-  Value odd = asF32(arith::AndIOp::create(b, loc, words, bits(0xffff0000)));
-  return vector::InterleaveOp::create(b, loc, even, odd);
+  // is one conversion each, on the slower pipe).
+  return widenBF16Pairs(rounded);
 }
 
 Value RowBuilder::select(Value condition, Value x, Value y) {

@@ -89,11 +89,16 @@ public:
   /// The view of `tokens` from channel `col`; build it outside the row
   /// loops.
   RowView view(Value tokens, Value col);
-  /// The offset (an index) of row `token` in `view`; with `clamp`, a row past
-  /// the last is the last, which stays in bounds and is never stored.
-  Value rowOffset(const RowView &view, Value token, bool clamp);
+  /// The offset of `row` (an index) in `view`. A row loop's rows are its
+  /// induction variable plus constants, so the offsets of its rows differ by
+  /// multiples of C that the backend turns into pointer increments.
+  Value rowOffset(const RowView &view, Value row);
   /// The row at `offset` of `view` as a vector of its element type.
   Value loadRow(const RowView &view, Value offset);
+  /// loadRow where `exists` holds, zeros elsewhere: a row past the tensor is
+  /// never read. cake-stage-rows turns the pair into one copy that reads
+  /// nothing where `exists` fails.
+  Value loadRowIf(Value exists, const RowView &view, Value offset);
   /// Stores `vector` at `indices` as one access of the alignment its size
   /// implies.
   void store(Value memref, ValueRange indices, Value vector);
@@ -105,6 +110,9 @@ public:
 
   VectorType vectorOf(Type elementType);
   Value widen(Value vector, Type elementType);
+  /// A bf16 vector of an even number of lanes widened to f32 exactly, by
+  /// moving bits.
+  Value widenBF16Pairs(Value bf16);
   Value zeros(Type elementType);
   Value roundToBF16(Value vector);
   Value select(Value condition, Value a, Value b);

@@ -19,6 +19,7 @@
 #include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::cake {
@@ -42,14 +43,50 @@ int64_t sharedBytes(gpu::GPUFuncOp kernel) {
   return bytes;
 }
 
-/// The loads at the top of `loop`'s body from a buffer in global memory
-/// that the loop does not define: the rows.
-SmallVector<vector::LoadOp> rowLoads(scf::ForOp loop) {
-  SmallVector<vector::LoadOp> loads;
-  for (auto load : loop.getBody()->getOps<vector::LoadOp>())
-    if (!load.getMemRefType().getMemorySpace() &&
-        !loop->isAncestor(load.getBase().getParentBlock()->getParentOp()))
-      loads.push_back(load);
+/// A row load of a row loop: a load from a global buffer that the loop does
+/// not define, at the top of its body, alone or as RowBuilder::loadRowIf
+/// builds it: under `scf.if exists`, zeros where it fails.
+struct RowLoad {
+  vector::LoadOp load;
+  /// Null for a load that always reads.
+  Value exists;
+  /// The op whose result the row math uses: the load or its scf.if.
+  Operation *root;
+};
+
+bool readsGlobalRow(scf::ForOp loop, vector::LoadOp load) {
+  return !load.getMemRefType().getMemorySpace() &&
+         !loop->isAncestor(load.getBase().getParentBlock()->getParentOp());
+}
+
+/// `branch` as a guarded row load, if it is one.
+std::optional<RowLoad> guardedRowLoad(scf::ForOp loop, scf::IfOp branch) {
+  if (branch.getNumResults() != 1 || branch.getElseRegion().empty())
+    return std::nullopt;
+  Block *then = branch.thenBlock();
+  auto load = dyn_cast<vector::LoadOp>(then->front());
+  if (!load || then->getOperations().size() != 2 ||
+      branch.thenYield().getOperand(0) != load.getResult() ||
+      !readsGlobalRow(loop, load))
+    return std::nullopt;
+  Value otherwise = branch.elseYield().getOperand(0);
+  if (!matchPattern(otherwise, m_AnyZeroFloat()) &&
+      !matchPattern(otherwise, m_Zero()))
+    return std::nullopt;
+  return RowLoad{load, branch.getCondition(), branch};
+}
+
+/// The row loads of `loop`.
+SmallVector<RowLoad> rowLoads(scf::ForOp loop) {
+  SmallVector<RowLoad> loads;
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    if (auto load = dyn_cast<vector::LoadOp>(op);
+        load && readsGlobalRow(loop, load))
+      loads.push_back({load, Value(), load});
+    else if (auto branch = dyn_cast<scf::IfOp>(op))
+      if (std::optional<RowLoad> guarded = guardedRowLoad(loop, branch))
+        loads.push_back(*guarded);
+  }
   return loads;
 }
 
@@ -60,8 +97,10 @@ Value slotOf(OpBuilder &b, Location loc, scf::ForOp loop, int64_t stages) {
       arith::SubIOp::create(b, loc, loop.getInductionVar(),
                             loop.getLowerBound()),
       loop.getStep());
-  return arith::RemUIOp::create(
+  auto slot = arith::RemUIOp::create(
       b, loc, iteration, arith::ConstantIndexOp::create(b, loc, stages));
+  slot->setAttr(kRingSlotAttrName, b.getUnitAttr());
+  return slot;
 }
 
 /// Clones into `b` the ops of `loop`'s body that `values` depend on, so that
@@ -93,7 +132,7 @@ LogicalResult cloneIndexSlice(OpBuilder &b, scf::ForOp loop, ValueRange values,
 /// Rewrites the row loads of `loop` into the two stages (see the file
 /// comment) and returns the ops of stage 0.
 FailureOr<DenseSet<Operation *>>
-splitIntoStages(scf::ForOp loop, ArrayRef<vector::LoadOp> loads, Value ring,
+splitIntoStages(scf::ForOp loop, ArrayRef<RowLoad> loads, Value ring,
                 Value thread, int64_t stages) {
   Location loc = loop.getLoc();
   // Constants live outside the loop: an op of the issue stage may not use a
@@ -113,29 +152,44 @@ splitIntoStages(scf::ForOp loop, ArrayRef<vector::LoadOp> loads, Value ring,
   b.setInsertionPoint(terminator);
   IRMapping mapping;
   Value writeSlot = slotOf(b, loc, loop, stages);
+  // Stage 0 runs ahead of the loop's iterations, past its last one too: a
+  // copy for an iteration that does not exist reads nothing (its source size
+  // is 0), which keeps the rows after a tile off the memory bus.
+  Value iterationExists =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                            loop.getInductionVar(), loop.getUpperBound());
   for (auto [i, rowLoad] : llvm::enumerate(loads)) {
-    vector::LoadOp load = rowLoad;
-    if (failed(cloneIndexSlice(b, loop, load.getIndices(), mapping)))
+    vector::LoadOp load = rowLoad.load;
+    SmallVector<Value> needed(load.getIndices());
+    if (rowLoad.exists)
+      needed.push_back(rowLoad.exists);
+    if (failed(cloneIndexSlice(b, loop, needed, mapping)))
       return failure();
     SmallVector<Value> source;
     for (Value index : load.getIndices())
       source.push_back(mapping.lookupOrDefault(index));
+    Value reads = iterationExists;
+    if (rowLoad.exists)
+      reads = arith::AndIOp::create(b, loc, reads,
+                                    mapping.lookupOrDefault(rowLoad.exists));
     int64_t elements = load.getVectorType().getNumElements();
+    Value sourceElements = arith::SelectOp::create(
+        b, loc, reads, arith::ConstantIndexOp::create(b, loc, elements), zero);
     bool sixteenBytes =
         elements * load.getVectorType().getElementTypeBitWidth() == 128;
     nvgpu::DeviceAsyncCopyOp::create(
         b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), ring,
         ValueRange{writeSlot, rowIndex[i], thread, zero}, load.getBase(), source,
-        b.getIndexAttr(elements), /*srcElements=*/Value(),
+        b.getIndexAttr(elements), sourceElements,
         sixteenBytes ? b.getUnitAttr() : UnitAttr());
 
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPoint(load);
+    b.setInsertionPoint(rowLoad.root);
     Value staged = vector::LoadOp::create(
         b, loc, load.getVectorType(), ring,
         ValueRange{readSlot, rowIndex[i], thread, zero});
-    load.replaceAllUsesWith(staged);
-    load.erase();
+    rowLoad.root->getResult(0).replaceAllUsesWith(staged);
+    rowLoad.root->erase();
   }
   NVVM::CpAsyncCommitGroupOp::create(b, loc);
 
@@ -171,14 +225,14 @@ FailureOr<Value> addRing(gpu::GPUFuncOp kernel, VectorType rowType,
 LogicalResult stageRowLoop(scf::ForOp loop, gpu::GPUFuncOp kernel,
                            TilingAttr tiling) {
   int64_t stages = tiling.getStages();
-  SmallVector<vector::LoadOp> loads = rowLoads(loop);
+  SmallVector<RowLoad> loads = rowLoads(loop);
   if (loads.empty())
     return success();
-  VectorType rowType = loads.front().getVectorType();
-  for (vector::LoadOp load : loads)
-    if (load.getVectorType() != rowType)
-      return load.emitError("cake-stage-rows: the row loads of one loop must "
-                            "have one type");
+  VectorType rowType = loads.front().load.getVectorType();
+  for (RowLoad row : loads)
+    if (row.load.getVectorType() != rowType)
+      return row.load.emitError("cake-stage-rows: the row loads of one loop "
+                                "must have one type");
   Location loc = loop.getLoc();
   FailureOr<Value> ring = addRing(kernel, rowType, stages, loads.size(), loc);
   if (failed(ring))
@@ -200,8 +254,8 @@ LogicalResult stageRowLoop(scf::ForOp loop, gpu::GPUFuncOp kernel,
       };
   options.supportDynamicLoops = true;
   options.peelEpilogue = false;
-  // The issue stage is safe to run past the loop's end: row indices are
-  // clamped to the tensor. It runs unpredicated; the drain below waits it out.
+  // The issue stage is safe to run past the loop's end: its copies read
+  // nothing there. It runs unpredicated; the drain below waits it out.
   options.predicateFn = [](RewriterBase &, Operation *op, Value) {
     return op;
   };

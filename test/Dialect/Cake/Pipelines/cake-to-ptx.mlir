@@ -13,13 +13,13 @@
 // NVVM-NOT: func.func
 
 // PTX for sm_90: the rows come through shared memory by 16-byte async
-// copies, 2 groups ahead, y leaves by 16-byte stores, the activation uses the
-// native ex2 and rcp.
+// copies, 2 groups ahead, each with a source size (0 past the tile's rows);
+// y leaves by 16-byte stores, the activation uses the native ex2 and rcp.
 // PTX: .version 8.0
 // PTX: .target sm_90
 // PTX-LABEL: .visible .entry fwd(
 // PTX: .shared .align {{[0-9]+}} .b8
-// PTX-COUNT-2: cp.async.cg.shared.global [%rd{{[0-9]+(\+[0-9]+)?}}], [%rd{{[0-9]+}}], 16;
+// PTX-COUNT-2: cp.async.cg.shared.global [%rd{{[0-9]+(\+[0-9]+)?}}], [%rd{{[0-9]+}}], 16, %r{{[0-9]+}};
 // PTX-DAG: cp.async.wait_group {{.*}}1;
 // PTX-DAG: ld.shared.v4.b32
 // PTX-DAG: ex2.approx.ftz.f32

@@ -4,8 +4,9 @@
 // The forward: taps and bias as vectors of the thread's 8 channels, the 3
 // rows before the tile and the document cursor (binary search) before a loop
 // over the tile's rows, marked for staging. Rows are read through a flat view
-// of x from the thread's first channel, at row * C: tokens are i32, and only
-// the offset is 64-bit. A row deep enough in its document
+// of x from the thread's first channel, at row * C with the row the loop's
+// own index (no clamp: a tile's rows lie in x), and widened by moving bits:
+// tokens are i32, and only the offset is 64-bit. A row deep enough in its document
 // takes the branch without tests; the others advance the cursor entry by
 // entry and switch on how deep into its document the row is: 0, 1 or 2 rows
 // of the window in it leave the taps of the others out, nothing is masked.
@@ -15,20 +16,17 @@
 // CHECK: %[[BIAS:.*]] = vector.load {{.*}} : memref<?xbf16>, vector<8xbf16>
 // CHECK: %[[XALL:.*]] = memref.collapse_shape %[[X]] {{\[\[}}0, 1]] : memref<?x?xbf16> into memref<?xbf16>
 // CHECK: %[[XF:.*]] = memref.subview %[[XALL]][%[[COL]]]
-// CHECK: %[[S:.*]] = arith.index_cast %{{.*}} : index to i32
 // CHECK: %[[C:.*]] = memref.dim %[[X]], %c1
 // CHECK: %[[YALL:.*]] = memref.collapse_shape %[[Y]] {{\[\[}}0, 1]]
 // CHECK: %[[YF:.*]] = memref.subview %[[YALL]][%[[COL]]]
-// CHECK: %[[LAST:.*]] = arith.addi %[[S]], %c-1_i32 : i32
 // CHECK-COUNT-3: vector.load %[[XF]]
 // CHECK: scf.while
 // CHECK: scf.for %[[T:.*]] = %[[FIRST]] to %[[END]] step %c1 iter_args(
 // CHECK:   %[[TOKEN:.*]] = arith.index_cast %[[T]] : index to i32
-// CHECK:   %[[CLAMPED:.*]] = arith.minsi %[[TOKEN]], %[[LAST]] : i32
-// CHECK:   %[[ROWINDEX:.*]] = arith.index_cast %[[CLAMPED]] : i32 to index
-// CHECK:   %[[AT:.*]] = arith.muli %[[ROWINDEX]], %[[C]] overflow<nsw> : index
+// CHECK:   %[[AT:.*]] = arith.muli %[[T]], %[[C]] overflow<nsw> : index
 // CHECK:   %[[ROW:.*]] = vector.load %[[XF]][%[[AT]]] {alignment = 16 : i64} : memref<?xbf16, strided<[1], offset: ?>>, vector<8xbf16>
-// CHECK:   %[[WIDE:.*]] = arith.extf %[[ROW]]
+// CHECK:   %[[ROWPAIRS:.*]] = vector.bitcast %[[ROW]] : vector<8xbf16> to vector<4xi32>
+// CHECK:   %[[WIDE:.*]] = vector.interleave {{.*}} : vector<4xf32> -> vector<8xf32>
 // CHECK:   %[[INTERIOR:.*]] = arith.andi
 // CHECK:   scf.if %[[INTERIOR]]
 // CHECK-NOT:   arith.select
@@ -82,14 +80,21 @@ func.func @fwd(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %b
 // then the bias sums at 4 * C + col. The loop carries the rows that take the
 // mask-free path, [max(start + 3, first + 3), min(next, end)), next to the
 // cursor. Masks are selects; a row past the tile adds no terms (a branch).
+// A row past the tensor is not read: its x and dy are zeros.
 // CHECK-LABEL: func.func @bwd_fp32
 // CHECK-SAME: %[[DX:[a-z0-9]+]]: memref<?x?xbf16>, %[[P:[a-z0-9]+]]: memref<?x?xf64>, %[[FIRST:[a-z0-9]+]]: index, %[[END:[a-z0-9]+]]: index, %[[COL:[a-z0-9]+]]: index, %[[PART:[a-z0-9]+]]: index)
 // CHECK: %[[END32:.*]] = arith.index_cast %[[END]] : index to i32
 // CHECK: %[[DXALL:.*]] = memref.collapse_shape %[[DX]]
 // CHECK: %[[DXF:.*]] = memref.subview %[[DXALL]][%[[COL]]]
 // CHECK: %[[WALK:.*]] = arith.addi %[[END]], %c3
-// CHECK: %[[SUMS:.*]]:16 = scf.for %[[T:.*]] = %[[FIRST]] to %[[WALK]] step %c1 iter_args({{.*}}, %[[BEGIN:[a-z0-9]+]] = %{{.*}}, %[[UNTIL:[a-z0-9]+]] = %{{.*}}, %{{.*}} = %cst, %{{.*}} = %cst, %{{.*}} = %cst, %{{.*}} = %cst, %{{.*}} = %cst)
+// CHECK: %[[SUMS:.*]]:16 = scf.for %[[T:.*]] = %[[FIRST]] to %[[WALK]] step %c1 iter_args({{.*}}, %[[BEGIN:[a-z0-9]+]] = %{{.*}}, %[[UNTIL:[a-z0-9]+]] = %{{.*}}, %{{.*}} = %[[ZERO:cst[_0-9]*]], %{{.*}} = %[[ZERO]], %{{.*}} = %[[ZERO]], %{{.*}} = %[[ZERO]], %{{.*}} = %[[ZERO]])
 // CHECK: %[[TOKEN:.*]] = arith.index_cast %[[T]] : index to i32
+// CHECK: %[[AT:.*]] = arith.muli %[[T]], %{{.*}} overflow<nsw> : index
+// CHECK: %[[EXISTS:.*]] = arith.cmpi slt, %[[TOKEN]], %{{.*}} : i32
+// CHECK: scf.if %[[EXISTS]] -> (vector<4xbf16>) {
+// CHECK-NEXT: vector.load %{{.*}}[%[[AT]]]
+// CHECK: } else {
+// CHECK-NEXT: scf.yield %{{.*}} : vector<4xbf16>
 // CHECK-DAG: arith.cmpi slt, %[[TOKEN]], %[[UNTIL]] : i32
 // CHECK-DAG: arith.cmpi sge, %[[TOKEN]], %[[BEGIN]] : i32
 // CHECK:   scf.if

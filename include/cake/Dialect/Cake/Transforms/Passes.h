@@ -34,6 +34,10 @@ void populateCakeTilePatterns(RewritePatternSet &patterns,
 /// Marks the `scf.for` over a tile's rows with the tile's `#cake.tiling`:
 /// cake-expand-tiles unrolls it, cake-stage-rows stages its loads.
 inline constexpr StringLiteral kRowLoopAttrName = "cake.row_loop";
+/// Marks the op that computes a ring slot of a staged row loop: a value that
+/// depends on the loop's iteration only through its number modulo the ring's
+/// stages (cake-stage-rows sets it, cake-unroll-rows hoists what it marks).
+inline constexpr StringLiteral kRingSlotAttrName = "cake.ring_slot";
 
 /// The argument attribute of cake-record-alignment: the bytes a memref
 /// argument's base address must be a multiple of.

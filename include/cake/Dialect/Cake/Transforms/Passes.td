@@ -137,7 +137,10 @@ def CakeUnrollRowsPass : Pass<"cake-unroll-rows"> {
     left over). After cake-stage-rows, so that each row keeps its own group of
     copies and the ring slot stays `iteration mod stages`; the unrolled loop
     carries the window and the pending sums from row to row in registers
-    without moves.
+    without moves. When the rows an iteration are a multiple of the ring's
+    stages, the ring slots cake-stage-rows marked (`cake.ring_slot`) are the
+    same in every iteration: they are computed once, before the loop, so that
+    the ring is read and written at constant offsets.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect"];
