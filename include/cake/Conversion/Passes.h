@@ -37,12 +37,15 @@ inline constexpr StringLiteral kWaitsForAttrName = "cake.waits_for";
 /// its cake.lane_sum), when more than one.
 inline constexpr StringLiteral kLanesPerItemAttrName = "cake.lanes_per_item";
 
-/// Patterns that expand cake.silu and cake.silu_derivative for NVVM.
-void populateCakeMathToNVVMPatterns(RewritePatternSet &patterns);
+/// Patterns that expand cake.silu and cake.silu_derivative for NVVM
+/// (`commonRange`: see convert-cake-math-to-nvvm).
+void populateCakeMathToNVVMPatterns(RewritePatternSet &patterns,
+                                    bool commonRange);
 
 /// Patterns that expand cake.silu and cake.silu_derivative into arith and
 /// math.exp.
-void populateCakeMathToArithPatterns(RewritePatternSet &patterns);
+void populateCakeMathToArithPatterns(RewritePatternSet &patterns,
+                                     bool commonRange);
 
 #define GEN_PASS_REGISTRATION
 #include "cake/Conversion/Passes.h.inc"

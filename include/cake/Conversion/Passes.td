@@ -53,11 +53,21 @@ def ConvertCakeMathToNVVMPass : Pass<"convert-cake-math-to-nvvm"> {
     reciprocal, neither side is computed as 1 minus the other, and small
     results keep their subnormal digits. Without `approx`, r gets one Newton
     step.
+
+    With `common-range`, an op whose lanes are all at least -87 (the common
+    case) takes the shorter s = 1 / (1 + exp(-x)), 1 - s = exp(-x) * s
+    instead, by one `scf.if` on the lanes' minimum: exp(-x) stays finite and
+    s normal there, and the derivative is s + x * (s * (1 - s)) as before.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::NVVM::NVVMDialect",
+                           "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];
+  let options = [
+    Option<"commonRange", "common-range", "bool", /*default=*/"true",
+           "Branch to the shorter formula where every lane is at least -87">,
+  ];
 }
 
 def ConvertCakeMathToArithPass : Pass<"convert-cake-math-to-arith"> {
@@ -67,12 +77,17 @@ def ConvertCakeMathToArithPass : Pass<"convert-cake-math-to-arith"> {
     into the formulas of convert-cake-math-to-nvvm with `math.exp`, itself
     expanded into its polynomial approximation (so that vectors stay
     vectors), and an IEEE division for the reciprocal. `approx` changes
-    nothing here.
+    nothing here; `common-range` is the GPU's.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::math::MathDialect",
+                           "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];
+  let options = [
+    Option<"commonRange", "common-range", "bool", /*default=*/"true",
+           "Branch to the shorter formula where every lane is at least -87">,
+  ];
 }
 
 def ConvertCakeToHostPass : Pass<"convert-cake-to-host", "::mlir::ModuleOp"> {

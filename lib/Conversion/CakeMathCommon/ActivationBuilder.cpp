@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
@@ -43,8 +44,19 @@ Value ActivationBuilder::perLane(function_ref<Value(Value)> fn, Value value) {
   return vector::FromElementsOp::create(b, loc, vectorType, lanes);
 }
 
-ActivationBuilder::SigmoidParts ActivationBuilder::sigmoidParts(Value x,
-                                                                bool approx) {
+/// The common range's lower end: exp(87) is below the largest f32 and
+/// 1 / (1 + exp(87)) above the smallest normal one.
+static constexpr double kCommonRangeLow = -87.0;
+
+ActivationBuilder::Sigmoid ActivationBuilder::commonSigmoid(Value x,
+                                                            bool approx) {
+  Value e = scaledExp(x, -1.0);
+  Value s = reciprocal(arith::AddFOp::create(b, loc, e, constant(1)), approx);
+  return {s, s, mul(e, s)};
+}
+
+ActivationBuilder::Sigmoid ActivationBuilder::fullSigmoid(Value x,
+                                                          bool approx) {
   // |x| as max(x, -x): convert-gpu-to-nvvm turns llvm.fabs into a libdevice
   // call. The NaN-propagating maximum keeps NaN a NaN.
   Value absX =
@@ -61,29 +73,56 @@ ActivationBuilder::SigmoidParts ActivationBuilder::sigmoidParts(Value x,
           small};
 }
 
+Value ActivationBuilder::byRange(Value x, function_ref<Value()> common,
+                                 function_ref<Value()> full) {
+  if (!commonRange)
+    return full();
+  // The least lane decides; a NaN lane is NaN on either side.
+  Value least = x;
+  if (isa<VectorType>(type))
+    least = vector::ReductionOp::create(b, loc, vector::CombiningKind::MINNUMF,
+                                        x);
+  Value inRange = arith::CmpFOp::create(
+      b, loc, arith::CmpFPredicate::OGE, least,
+      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(kCommonRangeLow)));
+  auto branch = scf::IfOp::create(
+      b, loc, inRange,
+      [&](OpBuilder &, Location) { scf::YieldOp::create(b, loc, common()); },
+      [&](OpBuilder &, Location) { scf::YieldOp::create(b, loc, full()); });
+  return branch.getResult(0);
+}
+
 Value ActivationBuilder::silu(Value x, bool approx) {
-  return mul(x, sigmoidParts(x, approx).sigmoid);
+  return byRange(
+      x, [&] { return mul(x, commonSigmoid(x, approx).value); },
+      [&] { return mul(x, fullSigmoid(x, approx).value); });
 }
 
 Value ActivationBuilder::siluDerivative(Value x, bool approx) {
-  // s * (1 + x * (1 - s)) as s + x * (s * (1 - s)): s (1 - s) is
-  // large * small on either side, so only s needs a select.
-  SigmoidParts parts = sigmoidParts(x, approx);
-  return fma(x, mul(parts.large, parts.small), parts.sigmoid);
+  // s * (1 + x * (1 - s)) as s + x * (s * (1 - s)): s (1 - s) is the
+  // product of the two parts, so only s needs a select.
+  auto derivative = [&](Sigmoid s) {
+    return fma(x, mul(s.parts[0], s.parts[1]), s.value);
+  };
+  return byRange(
+      x, [&] { return derivative(commonSigmoid(x, approx)); },
+      [&] { return derivative(fullSigmoid(x, approx)); });
 }
 
 namespace {
 template <typename OpTy>
 struct LowerActivation : OpRewritePattern<OpTy> {
-  LowerActivation(MLIRContext *context, ActivationBuilderFactory makeBuilder)
-      : OpRewritePattern<OpTy>(context), makeBuilder(std::move(makeBuilder)) {}
+  LowerActivation(MLIRContext *context, ActivationBuilderFactory makeBuilder,
+                  bool commonRange)
+      : OpRewritePattern<OpTy>(context), makeBuilder(std::move(makeBuilder)),
+        commonRange(commonRange) {}
 
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     if (!getElementTypeOrSelf(op.getType()).isF32())
       return rewriter.notifyMatchFailure(op, "only f32 is lowered");
     std::unique_ptr<ActivationBuilder> builder =
-        makeBuilder(rewriter, op.getLoc(), op.getType());
+        makeBuilder(rewriter, op.getLoc(), op.getType(), commonRange);
     Value x = op.getOperand();
     rewriter.replaceOp(op, std::is_same_v<OpTy, SiluOp>
                                ? builder->silu(x, op.getApprox())
@@ -92,13 +131,15 @@ struct LowerActivation : OpRewritePattern<OpTy> {
   }
 
   ActivationBuilderFactory makeBuilder;
+  bool commonRange;
 };
 } // namespace
 
 void mlir::cake::populateActivationPatterns(
-    RewritePatternSet &patterns, ActivationBuilderFactory makeBuilder) {
+    RewritePatternSet &patterns, ActivationBuilderFactory makeBuilder,
+    bool commonRange) {
   patterns.add<LowerActivation<SiluOp>, LowerActivation<SiluDerivativeOp>>(
-      patterns.getContext(), makeBuilder);
+      patterns.getContext(), makeBuilder, commonRange);
 }
 
 LogicalResult mlir::cake::checkActivationsLowered(Operation *root,

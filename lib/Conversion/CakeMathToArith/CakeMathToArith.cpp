@@ -88,9 +88,11 @@ struct TruncF64ToBF16 : OpRewritePattern<arith::TruncFOp> {
 
 struct ConvertCakeMathToArithPass
     : cake::impl::ConvertCakeMathToArithPassBase<ConvertCakeMathToArithPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    populateCakeMathToArithPatterns(patterns);
+    populateCakeMathToArithPatterns(patterns, commonRange);
     populateMathPolynomialApproximationPatterns(patterns);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))) ||
         failed(checkActivationsLowered(getOperation(), "arith")))
@@ -99,10 +101,14 @@ struct ConvertCakeMathToArithPass
 };
 } // namespace
 
-void mlir::cake::populateCakeMathToArithPatterns(RewritePatternSet &patterns) {
+void mlir::cake::populateCakeMathToArithPatterns(RewritePatternSet &patterns,
+                                                 bool commonRange) {
   populateActivationPatterns(
-      patterns, [](OpBuilder &b, Location loc, Type type) {
-        return std::make_unique<ArithActivationBuilder>(b, loc, type);
-      });
+      patterns,
+      [](OpBuilder &b, Location loc, Type type, bool commonRange) {
+        return std::make_unique<ArithActivationBuilder>(b, loc, type,
+                                                        commonRange);
+      },
+      commonRange);
   patterns.add<TruncF64ToBF16>(patterns.getContext());
 }

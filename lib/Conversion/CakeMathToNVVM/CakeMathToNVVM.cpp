@@ -60,9 +60,11 @@ protected:
 
 struct ConvertCakeMathToNVVMPass
     : cake::impl::ConvertCakeMathToNVVMPassBase<ConvertCakeMathToNVVMPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    populateCakeMathToNVVMPatterns(patterns);
+    populateCakeMathToNVVMPatterns(patterns, commonRange);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))) ||
         failed(checkActivationsLowered(getOperation(), "NVVM")))
       signalPassFailure();
@@ -70,9 +72,13 @@ struct ConvertCakeMathToNVVMPass
 };
 } // namespace
 
-void mlir::cake::populateCakeMathToNVVMPatterns(RewritePatternSet &patterns) {
+void mlir::cake::populateCakeMathToNVVMPatterns(RewritePatternSet &patterns,
+                                                bool commonRange) {
   populateActivationPatterns(
-      patterns, [](OpBuilder &b, Location loc, Type type) {
-        return std::make_unique<NVVMActivationBuilder>(b, loc, type);
-      });
+      patterns,
+      [](OpBuilder &b, Location loc, Type type, bool commonRange) {
+        return std::make_unique<NVVMActivationBuilder>(b, loc, type,
+                                                       commonRange);
+      },
+      commonRange);
 }

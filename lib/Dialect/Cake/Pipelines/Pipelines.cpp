@@ -53,7 +53,8 @@ void mlir::cake::buildKernelsToNVVMPipeline(OpPassManager &pm,
   pm.addPass(createGpuNVVMAttachTarget(target));
 
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
-  kernels.addPass(createConvertCakeMathToNVVMPass());
+  kernels.addPass(createConvertCakeMathToNVVMPass(
+      ConvertCakeMathToNVVMPassOptions{options.commonRange}));
   kernels.addPass(createSCFToControlFlowPass());
   // The flat row views (memref.collapse_shape) as offsets and sizes.
   kernels.addPass(memref::createExpandStridedMetadataPass());

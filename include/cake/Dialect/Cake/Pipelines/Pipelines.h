@@ -50,6 +50,11 @@ struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
       *this, "fast-math",
       llvm::cl::desc("Let the activation use hardware approximations"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> commonRange{
+      *this, "common-range",
+      llvm::cl::desc("Branch the activation to its shorter formula where "
+                     "every lane is at least -87"),
+      llvm::cl::init(true)};
 };
 
 /// Cake ops to `gpu.func` kernels in `gpu.module @cake_kernels`, expanded to
