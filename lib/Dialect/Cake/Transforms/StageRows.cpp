@@ -10,7 +10,9 @@
 // with slot = iteration mod S, and upstream loop pipelining shifts stage 0 by
 // S iterations. In the pipelined loop, iteration i computes from its slot,
 // then refills that slot with the rows of iteration i + S: S - 1 groups are
-// in flight while a row computes, one more just after.
+// in flight while a row computes, one more just after. The copies of the
+// first S iterations move up to the start of the kernel's work, so that they
+// are in flight while the tile sets up (the document search, the window).
 //
 //===----------------------------------------------------------------------===//
 
@@ -222,8 +224,43 @@ FailureOr<Value> addRing(gpu::GPUFuncOp kernel, VectorType rowType,
   return ring;
 }
 
+/// Moves the ops after `before` and before `loop` (the prologue the
+/// pipeliner built, with what it uses) up to just after the last op of their
+/// block that they depend on: the first rows' copies then go out before the
+/// tile's other set-up (the document search, the window's loads) instead of
+/// after it.
+void issuePrologueEarly(Operation *before, scf::ForOp loop) {
+  Block *block = loop->getBlock();
+  Block::iterator first =
+      before ? std::next(before->getIterator()) : block->begin();
+  SmallVector<Operation *> prologue;
+  for (auto it = first; it != loop->getIterator(); ++it)
+    prologue.push_back(&*it);
+  if (prologue.empty())
+    return;
+  DenseSet<Operation *> moved(prologue.begin(), prologue.end());
+  Operation *after = nullptr;
+  for (Operation *op : prologue)
+    for (Value operand : op->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (!def || moved.contains(def))
+        continue;
+      def = block->findAncestorOpInBlock(*def);
+      if (def && (!after || after->isBeforeInBlock(def)))
+        after = def;
+    }
+  for (Operation *op : prologue) {
+    if (after)
+      op->moveAfter(after);
+    else
+      op->moveBefore(block, block->begin());
+    after = op;
+  }
+}
+
 LogicalResult stageRowLoop(scf::ForOp loop, gpu::GPUFuncOp kernel,
                            TilingAttr tiling) {
+  Operation *before = loop->getPrevNode();
   int64_t stages = tiling.getStages();
   SmallVector<RowLoad> loads = rowLoads(loop);
   if (loads.empty())
@@ -269,6 +306,7 @@ LogicalResult stageRowLoop(scf::ForOp loop, gpu::GPUFuncOp kernel,
   (*pipelined)->setAttr(kRowLoopAttrName, tiling);
   rewriter.setInsertionPointAfter(*pipelined);
   NVVM::CpAsyncWaitGroupOp::create(rewriter, loc, 0);
+  issuePrologueEarly(before, *pipelined);
   return success();
 }
 

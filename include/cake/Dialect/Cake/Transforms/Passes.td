@@ -116,7 +116,12 @@ def CakeStageRowsPass : Pass<"cake-stage-rows", "::mlir::gpu::GPUFuncOp"> {
     (`scf::pipelineForLoop`): the copies of iteration i + N are issued after
     iteration i computes, and iteration i waits (`cp.async.wait_group N-1`)
     only for its own. N rows of loads are in flight without holding
-    registers. The loop drains the copies it issued past its end.
+    registers. A copy for an iteration past the loop's end has a source size
+    of 0 (it reads nothing), and a load under `scf.if` with zeros otherwise
+    becomes one copy of source size 0 where the condition fails. The loop
+    drains the copies it issued past its end. The first N iterations' copies
+    go out as early as their operands allow, ahead of the loop's other
+    set-up.
 
     Each thread reads back only what it copied, so no barrier is needed.
   }];
