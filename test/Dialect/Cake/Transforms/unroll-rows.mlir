@@ -53,3 +53,28 @@ func.func @ring_slots(%ring: memref<2x8xbf16, 3>, %y: memref<?x?xbf16>, %first: 
   } {cake.row_loop = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 2, unroll = 4>}
   return
 }
+
+// -----
+
+// Row offsets (i + c) * C of the unrolled loop become i * C once an iteration
+// plus c * C computed before the loop.
+// CHECK-LABEL: func.func @row_offsets
+// CHECK-SAME: %[[C:[a-z0-9]+]]: index)
+// CHECK: %[[TWICE:.*]] = arith.muli %[[C]], %c2 overflow<nsw> : index
+// CHECK: scf.for %[[I:.*]] = {{.*}} step %c2
+// CHECK-NEXT: %[[BASE:.*]] = arith.muli %[[I]], %[[C]] overflow<nsw> : index
+// CHECK-NEXT: %[[FIRST:.*]] = arith.addi %[[BASE]], %[[C]] overflow<nsw> : index
+// CHECK-NEXT: vector.load %{{.*}}[%[[FIRST]]]
+// CHECK: %[[SECOND:.*]] = arith.addi %[[BASE]], %[[TWICE]] overflow<nsw> : index
+// CHECK-NEXT: vector.load %{{.*}}[%[[SECOND]]]
+// CHECK: } {cake.row_loop
+func.func @row_offsets(%x: memref<?xbf16>, %first: index, %end: index, %c: index) {
+  %c1 = arith.constant 1 : index
+  scf.for %t = %first to %end step %c1 {
+    %next = arith.addi %t, %c1 : index
+    %at = arith.muli %next, %c overflow<nsw> : index
+    %row = vector.load %x[%at] : memref<?xbf16>, vector<8xbf16>
+    vector.store %row, %x[%at] : memref<?xbf16>, vector<8xbf16>
+  } {cake.row_loop = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 0, unroll = 2>}
+  return
+}

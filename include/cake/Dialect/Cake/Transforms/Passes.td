@@ -145,7 +145,10 @@ def CakeUnrollRowsPass : Pass<"cake-unroll-rows"> {
     without moves. When the rows an iteration are a multiple of the ring's
     stages, the ring slots cake-stage-rows marked (`cake.ring_slot`) are the
     same in every iteration: they are computed once, before the loop, so that
-    the ring is read and written at constant offsets.
+    the ring is read and written at constant offsets. Row offsets
+    `(i + c) * m` (i the loop's index, m defined outside it) become
+    `i * m + c * m`, c * m computed before the loop: an iteration's rows
+    share one product.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::scf::SCFDialect"];
