@@ -1,5 +1,5 @@
-// RUN: cake-opt %s --split-input-file --verify-diagnostics --convert-cake-math-to-nvvm="common-range=false" --canonicalize --cse | FileCheck %s
-// RUN: cake-opt %s --split-input-file --verify-diagnostics --convert-cake-math-to-nvvm --canonicalize --cse | FileCheck %s --check-prefix=COMMON
+// RUN: cake-opt %s --split-input-file --verify-diagnostics --convert-cake-math-to-nvvm --canonicalize --cse | FileCheck %s
+// RUN: cake-opt %s --split-input-file --verify-diagnostics --convert-cake-math-to-nvvm="common-range=true" --canonicalize --cse | FileCheck %s --check-prefix=COMMON
 
 // SiLU with approximations, lane by lane: h = ex2(-|x| log2(e) / 2) (never
 // subnormal where it matters), r = rcp(1 + h h), sigmoid r for x >= 0 and
@@ -21,7 +21,7 @@
 // CHECK: %[[Y:.*]] = arith.mulf %[[V]], %[[S]]
 // CHECK: return %[[Y]]
 // CHECK-NOT: arith.divf
-// With common-range (the default), one branch on the least lane: at -87 and
+// With common-range (off by default), one branch on the least lane: at -87 and
 // above, sigmoid is rcp(1 + ex2(-x log2(e))); below (or for a NaN minimum),
 // the formula above.
 // COMMON-LABEL: func.func @silu

@@ -54,7 +54,7 @@ struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
       *this, "common-range",
       llvm::cl::desc("Branch the activation to its shorter formula where "
                      "every lane is at least -87"),
-      llvm::cl::init(true)};
+      llvm::cl::init(false)};
 };
 
 /// Cake ops to `gpu.func` kernels in `gpu.module @cake_kernels`, expanded to
