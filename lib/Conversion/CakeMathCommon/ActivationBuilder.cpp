@@ -67,8 +67,8 @@ ActivationBuilder::Sigmoid ActivationBuilder::fullSigmoid(Value x,
   // exp(-|x|) / (1 + exp(-|x|)), rounded once into the subnormals if small.
   Value small = mul(mul(half, large), half);
   // Ordered: NaN takes the `small` side, which is NaN too.
-  Value nonNegative = arith::CmpFOp::create(
-      b, loc, arith::CmpFPredicate::OGE, x, constant(0));
+  Value nonNegative =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGE, x, constant(0));
   return {arith::SelectOp::create(b, loc, nonNegative, large, small), large,
           small};
 }
@@ -80,8 +80,8 @@ Value ActivationBuilder::byRange(Value x, function_ref<Value()> common,
   // The least lane decides; a NaN lane is NaN on either side.
   Value least = x;
   if (isa<VectorType>(type))
-    least = vector::ReductionOp::create(b, loc, vector::CombiningKind::MINNUMF,
-                                        x);
+    least =
+        vector::ReductionOp::create(b, loc, vector::CombiningKind::MINNUMF, x);
   Value inRange = arith::CmpFOp::create(
       b, loc, arith::CmpFPredicate::OGE, least,
       arith::ConstantOp::create(b, loc, b.getF32FloatAttr(kCommonRangeLow)));
@@ -110,19 +110,16 @@ Value ActivationBuilder::siluDerivative(Value x, bool approx) {
 }
 
 namespace {
-template <typename OpTy>
-struct LowerActivation : OpRewritePattern<OpTy> {
-  LowerActivation(MLIRContext *context, ActivationBuilderFactory makeBuilder,
-                  bool commonRange)
-      : OpRewritePattern<OpTy>(context), makeBuilder(std::move(makeBuilder)),
-        commonRange(commonRange) {}
+template <typename OpTy> struct LowerActivation : OpRewritePattern<OpTy> {
+  LowerActivation(MLIRContext *context, ActivationBuilderFactory makeBuilder)
+      : OpRewritePattern<OpTy>(context), makeBuilder(std::move(makeBuilder)) {}
 
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     if (!getElementTypeOrSelf(op.getType()).isF32())
       return rewriter.notifyMatchFailure(op, "only f32 is lowered");
     std::unique_ptr<ActivationBuilder> builder =
-        makeBuilder(rewriter, op.getLoc(), op.getType(), commonRange);
+        makeBuilder(rewriter, op.getLoc(), op.getType());
     Value x = op.getOperand();
     rewriter.replaceOp(op, std::is_same_v<OpTy, SiluOp>
                                ? builder->silu(x, op.getApprox())
@@ -131,15 +128,13 @@ struct LowerActivation : OpRewritePattern<OpTy> {
   }
 
   ActivationBuilderFactory makeBuilder;
-  bool commonRange;
 };
 } // namespace
 
 void mlir::cake::populateActivationPatterns(
-    RewritePatternSet &patterns, ActivationBuilderFactory makeBuilder,
-    bool commonRange) {
+    RewritePatternSet &patterns, ActivationBuilderFactory makeBuilder) {
   patterns.add<LowerActivation<SiluOp>, LowerActivation<SiluDerivativeOp>>(
-      patterns.getContext(), makeBuilder, commonRange);
+      patterns.getContext(), makeBuilder);
 }
 
 LogicalResult mlir::cake::checkActivationsLowered(Operation *root,

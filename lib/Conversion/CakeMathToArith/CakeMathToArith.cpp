@@ -66,12 +66,12 @@ struct TruncF64ToBF16 : OpRewritePattern<arith::TruncFOp> {
     // Ordered: NaN stays as rounded; infinities are exact.
     Value inexact = arith::CmpFOp::create(rewriter, loc,
                                           arith::CmpFPredicate::ONE, back, x);
-    Value awayFromZero = arith::CmpFOp::create(
-        rewriter, loc, arith::CmpFPredicate::OGT,
-        math::AbsFOp::create(rewriter, loc, back),
-        math::AbsFOp::create(rewriter, loc, x));
-    Value one = arith::ConstantOp::create(rewriter, loc, i32,
-                                          rewriter.getOneAttr(i32));
+    Value awayFromZero =
+        arith::CmpFOp::create(rewriter, loc, arith::CmpFPredicate::OGT,
+                              math::AbsFOp::create(rewriter, loc, back),
+                              math::AbsFOp::create(rewriter, loc, x));
+    Value one =
+        arith::ConstantOp::create(rewriter, loc, i32, rewriter.getOneAttr(i32));
     Value bits = arith::BitcastOp::create(rewriter, loc, i32, nearest);
     // The magnitude one step toward zero, then the last bit set.
     Value towardZero = arith::SelectOp::create(
@@ -103,12 +103,9 @@ struct ConvertCakeMathToArithPass
 
 void mlir::cake::populateCakeMathToArithPatterns(RewritePatternSet &patterns,
                                                  bool commonRange) {
-  populateActivationPatterns(
-      patterns,
-      [](OpBuilder &b, Location loc, Type type, bool commonRange) {
-        return std::make_unique<ArithActivationBuilder>(b, loc, type,
-                                                        commonRange);
-      },
-      commonRange);
+  populateActivationPatterns(patterns, [commonRange](OpBuilder &b, Location loc,
+                                                     Type type) {
+    return std::make_unique<ArithActivationBuilder>(b, loc, type, commonRange);
+  });
   patterns.add<TruncF64ToBF16>(patterns.getContext());
 }

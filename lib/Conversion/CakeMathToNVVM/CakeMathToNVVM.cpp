@@ -74,11 +74,8 @@ struct ConvertCakeMathToNVVMPass
 
 void mlir::cake::populateCakeMathToNVVMPatterns(RewritePatternSet &patterns,
                                                 bool commonRange) {
-  populateActivationPatterns(
-      patterns,
-      [](OpBuilder &b, Location loc, Type type, bool commonRange) {
-        return std::make_unique<NVVMActivationBuilder>(b, loc, type,
-                                                       commonRange);
-      },
-      commonRange);
+  populateActivationPatterns(patterns, [commonRange](OpBuilder &b, Location loc,
+                                                     Type type) {
+    return std::make_unique<NVVMActivationBuilder>(b, loc, type, commonRange);
+  });
 }

@@ -76,11 +76,11 @@ private:
 
 /// Patterns that replace cake.silu and cake.silu_derivative of f32 by the
 /// formulas, with `makeBuilder` supplying the target's builder.
-using ActivationBuilderFactory = std::function<std::unique_ptr<
-    ActivationBuilder>(OpBuilder &, Location, Type, bool commonRange)>;
+using ActivationBuilderFactory =
+    std::function<std::unique_ptr<ActivationBuilder>(OpBuilder &, Location,
+                                                     Type)>;
 void populateActivationPatterns(RewritePatternSet &patterns,
-                                ActivationBuilderFactory makeBuilder,
-                                bool commonRange);
+                                ActivationBuilderFactory makeBuilder);
 
 /// Fails, naming the op, when a cake.silu or cake.silu_derivative is left in
 /// `root` (one that is not f32).

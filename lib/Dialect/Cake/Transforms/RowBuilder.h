@@ -90,8 +90,8 @@ public:
   /// loops.
   RowView view(Value tokens, Value col);
   /// The offset of `row` (an index) in `view`. A row loop's rows are its
-  /// induction variable plus constants, so the offsets of its rows differ by
-  /// multiples of C that the backend turns into pointer increments.
+  /// induction variable plus constants: cake-unroll-rows turns their offsets
+  /// into one product an iteration plus offsets computed before the loop.
   Value rowOffset(const RowView &view, Value row);
   /// The row at `offset` of `view` as a vector of its element type.
   Value loadRow(const RowView &view, Value offset);

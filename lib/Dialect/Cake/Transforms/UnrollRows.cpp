@@ -150,7 +150,8 @@ struct CakeUnrollRowsPass
       }
       if (!unrolled->mainLoopOp)
         continue;
-      if (tiling.getStages() > 0 && tiling.getUnroll() % tiling.getStages() == 0)
+      if (tiling.getStages() > 0 &&
+          tiling.getUnroll() % tiling.getStages() == 0)
         hoistRingSlots(*unrolled->mainLoopOp);
       distributeRowOffsets(*unrolled->mainLoopOp);
     }
