@@ -41,7 +41,7 @@ LogicalResult lowerLaneSums(gpu::GPUFuncOp kernel, int64_t blockThreads) {
            << blockThreads << " threads";
   int64_t lanes = laneSums.front().getLanes();
   for (LaneSumOp op : laneSums) {
-    if (op.getLanes() != lanes)
+    if (int64_t(op.getLanes()) != lanes)
       return op.emitOpError("differs in lanes from the kernel's other "
                             "cake.lane_sum");
     OpBuilder b(op);
