@@ -32,8 +32,8 @@ void mlir::cake::buildCakeToKernelsPipeline(OpPassManager &pm,
       options.unroll, options.reduceChains, options.reduceSlices}));
   pm.addPass(createConvertCakeToGPUPass(
       ConvertCakeToGPUPassOptions{options.blockThreads}));
-  pm.addPass(
-      createCakeExpandTilesPass(CakeExpandTilesPassOptions{options.fastMath}));
+  pm.addPass(createCakeExpandTilesPass(
+      CakeExpandTilesPassOptions{options.fastMath, options.searchFanout}));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addNestedPass<gpu::GPUFuncOp>(createCakeStageRowsPass());
   kernels.addNestedPass<gpu::GPUFuncOp>(createCakeUnrollRowsPass());

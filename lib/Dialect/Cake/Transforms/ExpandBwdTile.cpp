@@ -59,12 +59,12 @@ struct BwdRowState {
 /// Builds the row loop of one bwd_tile and stores its partial row.
 class BwdTileExpansion {
 public:
-  BwdTileExpansion(BwdTileOp op, OpBuilder &b, bool fastMath)
+  BwdTileExpansion(BwdTileOp op, OpBuilder &b, TileExpansionOptions options)
       : op(op), r(b, op.getLoc(), op.getTiling().getVectorChannels()),
-        history(op.getWidth() - 1),
+        history(op.getWidth() - 1), searchFanout(options.searchFanout),
         accType(op.getPartials().getType().getElementType()),
         // The fp32 policy asks for accuracy: it never takes approximations.
-        approx(fastMath && op.getSiluGrad() == SiluGrad::bf16) {}
+        approx(options.fastMath && op.getSiluGrad() == SiluGrad::bf16) {}
 
   void build() {
     Value col = op.getCol();
@@ -82,7 +82,7 @@ public:
           r.widen(r.loadRow(x, r.rowOffset(x, r.toIndex(token))), f32()));
     }
     init.pending.assign(history, r.zeros(f32()));
-    init.doc = r.seekDocument(op.getCuSeqlens(), first);
+    init.doc = r.seekDocument(op.getCuSeqlens(), first, searchFanout);
     init.interior = interiorRowsOf(init.doc);
     init.sums.assign(op.getWidth() + (bias ? 1 : 0), r.zeros(accType));
     ValueRange results =
@@ -236,6 +236,7 @@ private:
   BwdTileOp op;
   RowBuilder r;
   int64_t history;
+  int64_t searchFanout;
   Type accType;
   bool approx;
   SmallVector<Value> taps;
@@ -246,21 +247,21 @@ private:
 };
 
 struct ExpandBwdTile : OpRewritePattern<BwdTileOp> {
-  ExpandBwdTile(MLIRContext *context, bool fastMath)
-      : OpRewritePattern(context), fastMath(fastMath) {}
+  ExpandBwdTile(MLIRContext *context, TileExpansionOptions options)
+      : OpRewritePattern(context), options(options) {}
 
   LogicalResult matchAndRewrite(BwdTileOp op,
                                 PatternRewriter &rewriter) const override {
-    BwdTileExpansion(op, rewriter, fastMath).build();
+    BwdTileExpansion(op, rewriter, options).build();
     rewriter.eraseOp(op);
     return success();
   }
 
-  bool fastMath;
+  TileExpansionOptions options;
 };
 } // namespace
 
 void mlir::cake::populateExpandBwdTilePatterns(RewritePatternSet &patterns,
-                                               bool fastMath) {
-  patterns.add<ExpandBwdTile>(patterns.getContext(), fastMath);
+                                               TileExpansionOptions options) {
+  patterns.add<ExpandBwdTile>(patterns.getContext(), options);
 }

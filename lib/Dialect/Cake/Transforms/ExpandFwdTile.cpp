@@ -25,9 +25,9 @@ namespace {
 /// Builds the row loop of one fwd_tile.
 class FwdTileExpansion {
 public:
-  FwdTileExpansion(FwdTileOp op, OpBuilder &b, bool fastMath)
+  FwdTileExpansion(FwdTileOp op, OpBuilder &b, TileExpansionOptions options)
       : op(op), r(b, op.getLoc(), op.getTiling().getVectorChannels()),
-        history(op.getWidth() - 1), fastMath(fastMath) {}
+        history(op.getWidth() - 1), options(options) {}
 
   void build() {
     Value col = op.getCol(), first = r.token(op.getFirst());
@@ -41,7 +41,8 @@ public:
       init.push_back(
           r.widen(r.loadRow(x, r.rowOffset(x, r.toIndex(token))), f32()));
     }
-    DocCursor doc = r.seekDocument(op.getCuSeqlens(), first);
+    DocCursor doc =
+        r.seekDocument(op.getCuSeqlens(), first, options.searchFanout);
     llvm::append_range(init, doc.values());
     llvm::append_range(init, interiorRowsOf(doc).values());
     buildRowLoop(r.builder(), op.getLoc(), op.getFirst(), op.getEnd(), init,
@@ -96,7 +97,7 @@ private:
         r.preactivation(ArrayRef<Value>(taps).drop_front(firstRow),
                         ArrayRef<Value>(rows).drop_front(firstRow), bias);
     if (op.getActivation() == Activation::silu)
-      out = SiluOp::create(r.builder(), op.getLoc(), out, fastMath);
+      out = SiluOp::create(r.builder(), op.getLoc(), out, options.fastMath);
     r.storeRow(y, r.rowOffset(y, row), out);
 
     // The window keeps rows outside the document: later rows of this
@@ -113,28 +114,28 @@ private:
   FwdTileOp op;
   RowBuilder r;
   int64_t history;
-  bool fastMath;
+  TileExpansionOptions options;
   SmallVector<Value> taps;
   Value bias;
   RowView x, y;
 };
 
 struct ExpandFwdTile : OpRewritePattern<FwdTileOp> {
-  ExpandFwdTile(MLIRContext *context, bool fastMath)
-      : OpRewritePattern(context), fastMath(fastMath) {}
+  ExpandFwdTile(MLIRContext *context, TileExpansionOptions options)
+      : OpRewritePattern(context), options(options) {}
 
   LogicalResult matchAndRewrite(FwdTileOp op,
                                 PatternRewriter &rewriter) const override {
-    FwdTileExpansion(op, rewriter, fastMath).build();
+    FwdTileExpansion(op, rewriter, options).build();
     rewriter.eraseOp(op);
     return success();
   }
 
-  bool fastMath;
+  TileExpansionOptions options;
 };
 } // namespace
 
 void mlir::cake::populateExpandFwdTilePatterns(RewritePatternSet &patterns,
-                                               bool fastMath) {
-  patterns.add<ExpandFwdTile>(patterns.getContext(), fastMath);
+                                               TileExpansionOptions options) {
+  patterns.add<ExpandFwdTile>(patterns.getContext(), options);
 }

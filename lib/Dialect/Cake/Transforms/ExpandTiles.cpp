@@ -73,9 +73,16 @@ struct CakeExpandTilesPass
   using Base::Base;
 
   void runOnOperation() override {
+    if (searchFanout < 2 || !llvm::isPowerOf2_64(searchFanout)) {
+      getOperation()->emitError("cake-expand-tiles: search-fanout must be a "
+                                "power of two from 2, got ")
+          << int64_t(searchFanout);
+      return signalPassFailure();
+    }
+    TileExpansionOptions options{fastMath, searchFanout};
     RewritePatternSet patterns(&getContext());
-    populateExpandFwdTilePatterns(patterns, fastMath);
-    populateExpandBwdTilePatterns(patterns, fastMath);
+    populateExpandFwdTilePatterns(patterns, options);
+    populateExpandBwdTilePatterns(patterns, options);
     // The expansion is big; folding it as it is built would only slow the
     // driver down. Canonicalization runs after.
     GreedyRewriteConfig config;

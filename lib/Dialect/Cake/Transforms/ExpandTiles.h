@@ -11,8 +11,17 @@
 
 namespace mlir::cake {
 
-void populateExpandFwdTilePatterns(RewritePatternSet &patterns, bool fastMath);
-void populateExpandBwdTilePatterns(RewritePatternSet &patterns, bool fastMath);
+/// What cake-expand-tiles' options choose in each expansion.
+struct TileExpansionOptions {
+  bool fastMath;
+  /// The pieces a step of the document search splits its range into.
+  int64_t searchFanout;
+};
+
+void populateExpandFwdTilePatterns(RewritePatternSet &patterns,
+                                   TileExpansionOptions options);
+void populateExpandBwdTilePatterns(RewritePatternSet &patterns,
+                                   TileExpansionOptions options);
 
 /// The body of a row loop: given the token and the loop-carried values,
 /// returns the values carried to the next token.

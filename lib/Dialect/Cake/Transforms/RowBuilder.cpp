@@ -252,10 +252,17 @@ Value RowBuilder::nextStart(Value cuSeqlens, Value docIndex) {
   return select(lessThan(nextDoc, entries), value, never);
 }
 
-DocCursor RowBuilder::seekDocument(Value cuSeqlens, Value token) {
+DocCursor RowBuilder::seekDocument(Value cuSeqlens, Value token,
+                                   int64_t fanout) {
+  assert(fanout >= 2 && llvm::isPowerOf2_64(fanout) && "fanout: 2, 4, 8...");
   Value entries = memref::DimOp::create(b, loc, cuSeqlens, 0);
   // Invariant: cu[lo] <= token < cu[hi], with cu[entries] read as infinity.
+  // A step's probes split [lo, hi) into `fanout` pieces and are independent
+  // loads: the search waits for memory once a step, log_fanout(entries)
+  // times, where a binary search waits log_2(entries) times. Every probe is
+  // in [lo, hi), and a step narrows the range whatever the entries hold.
   Type indexType = b.getIndexType();
+  Value shift = index(llvm::Log2_64(fanout));
   auto search = scf::WhileOp::create(
       b, loc, TypeRange{indexType, indexType}, ValueRange{index(0), entries},
       [&](OpBuilder &, Location, ValueRange bounds) {
@@ -263,15 +270,23 @@ DocCursor RowBuilder::seekDocument(Value cuSeqlens, Value token) {
         scf::ConditionOp::create(b, loc, open, bounds);
       },
       [&](OpBuilder &, Location, ValueRange bounds) {
-        Value mid = arith::ShRUIOp::create(
-            b, loc, arith::AddIOp::create(b, loc, bounds[0], bounds[1]),
-            index(1));
-        Value atOrBelow =
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
-                                  loadEntry(cuSeqlens, mid), token);
-        scf::YieldOp::create(b, loc,
-                             ValueRange{select(atOrBelow, mid, bounds[0]),
-                                        select(atOrBelow, bounds[1], mid)});
+        Value span = sub(bounds[1], bounds[0]);
+        SmallVector<Value> probes, atOrBelow;
+        for (int64_t k = 1; k < fanout; ++k) {
+          Value piece = arith::MulIOp::create(b, loc, span, index(k));
+          probes.push_back(arith::AddIOp::create(
+              b, loc, bounds[0], arith::ShRUIOp::create(b, loc, piece, shift)));
+          atOrBelow.push_back(arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::sle,
+              loadEntry(cuSeqlens, probes.back()), token));
+        }
+        // lo: the last probe at or below the token; hi: the first above it.
+        Value lo = bounds[0], hi = bounds[1];
+        for (int64_t k = 0; k < fanout - 1; ++k)
+          lo = select(atOrBelow[k], probes[k], lo);
+        for (int64_t k = fanout - 2; k >= 0; --k)
+          hi = select(atOrBelow[k], hi, probes[k]);
+        scf::YieldOp::create(b, loc, ValueRange{lo, hi});
       });
   Value doc = search.getResult(0);
   return {doc, loadEntry(cuSeqlens, doc), nextStart(cuSeqlens, doc)};

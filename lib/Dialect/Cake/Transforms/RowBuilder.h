@@ -126,8 +126,10 @@ public:
   Value loadBias(Value bias, Value col);
 
   /// The cursor of the document holding `token`: the last cu_seqlens entry at
-  /// or below it, by binary search. In bounds whatever cu_seqlens holds.
-  DocCursor seekDocument(Value cuSeqlens, Value token);
+  /// or below it, by a search whose every step reads `fanout - 1` entries at
+  /// once (a power of two; 2 is a binary search). In bounds and finite
+  /// whatever cu_seqlens holds.
+  DocCursor seekDocument(Value cuSeqlens, Value token, int64_t fanout);
   /// The cursor moved forward, entry by entry, to the document of `token`
   /// (at or after the cursor's). Ends whatever cu_seqlens holds.
   DocCursor advanceDocument(Value cuSeqlens, const DocCursor &cursor,

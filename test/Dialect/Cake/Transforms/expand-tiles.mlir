@@ -2,7 +2,7 @@
 // RUN: cake-opt %s --split-input-file --cake-expand-tiles="fast-math=false" | FileCheck %s --check-prefix=EXACT
 
 // The forward: taps and bias as vectors of the thread's 8 channels, the 3
-// rows before the tile and the document cursor (binary search) before a loop
+// rows before the tile and the document cursor (an 8-ary search) before a loop
 // over the tile's rows, marked for staging. Rows are read through a flat view
 // of x from the thread's first channel, at row * C with the row the loop's
 // own index (no clamp: a tile's rows lie in x), and widened by moving bits:

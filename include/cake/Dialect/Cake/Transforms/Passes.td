@@ -82,7 +82,10 @@ def CakeExpandTilesPass : Pass<"cake-expand-tiles"> {
     Each row takes one of two paths: rows at least `width - 1` tokens into
     their document, inside the tile, take a path with no tests; the others
     advance the document cursor (cu_seqlens is read as the walk crosses
-    document starts). Then the forward switches on the row's depth in its
+    document starts). The cursor starts where a search puts it, each of
+    whose steps reads `search-fanout - 1` entries at once, so that a tile
+    waits for memory log_fanout(N) times before its first row, not
+    log_2(N). Then the forward switches on the row's depth in its
     document (`scf.index_switch`: 0 .. width - 2, deeper) to the row's code
     without the taps of the rows before the start; the backward masks those
     rows with selects. The loop carries the bounds of the test-free rows next
@@ -103,6 +106,10 @@ def CakeExpandTilesPass : Pass<"cake-expand-tiles"> {
   let options = [
     Option<"fastMath", "fast-math", "bool", /*default=*/"true",
            "Let the activation use hardware approximations of exp2 and 1/x">,
+    Option<"searchFanout", "search-fanout", "int64_t", /*default=*/"8",
+           "Pieces each step of a tile's search in cu_seqlens splits its "
+           "range into (a power of two; 2: binary search): it reads "
+           "search-fanout - 1 entries at once">,
   ];
 }
 
