@@ -211,6 +211,7 @@ static KernelInfo parseKernel(const std::vector<std::string_view> &tokens,
       field(parsePolicy, "policy", Policy::None, Policy::BF16, Policy::FP32);
   kernel.acc = field(parseDType, "acc", DType::None, DType::F32, DType::F64);
   kernel.block = parser.takeInt("block", 1);
+  kernel.waves = parser.takeInt("waves", 1);
   kernel.vectorChannels = parser.takeInt("vector_channels", 1);
   kernel.lanesPerItem = parser.takeInt("lanes_per_item", 1);
   if (kernel.target == KernelInfo::Target::Host && kernel.lanesPerItem != 1)
@@ -275,8 +276,8 @@ static std::vector<KernelInfo> parseManifest(std::string_view text) {
       continue;
     if (!sawHeader) {
       if (tokens.size() != 2 || tokens[0] != "cake-manifest" ||
-          tokens[1] != "4")
-        throw manifestError(lineNo, "expected 'cake-manifest 4'");
+          tokens[1] != "5")
+        throw manifestError(lineNo, "expected 'cake-manifest 5'");
       sawHeader = true;
       continue;
     }

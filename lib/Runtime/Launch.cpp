@@ -426,10 +426,11 @@ static int64_t hostMaxParts(const KernelInfo &kernel, int64_t C) {
 }
 
 /// maxParts of a GPU kernel of which the device holds `residentThreads`
-/// threads at once.
+/// threads at once: its waves of them.
 static int64_t gpuMaxParts(const KernelInfo &kernel, int64_t C,
                            int64_t residentThreads) {
-  return std::max<int64_t>(1, residentThreads / (C / kernel.vectorChannels));
+  return kernel.waves *
+         std::max<int64_t>(1, residentThreads / (C / kernel.vectorChannels));
 }
 
 int64_t cake::runtime::maxParts(const KernelInfo &kernel, int64_t C,

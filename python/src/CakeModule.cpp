@@ -40,6 +40,7 @@ static py::list getKernelDicts() {
     entry["policy"] = nameOf(kernel.policy);
     entry["acc"] = nameOf(kernel.acc);
     entry["block"] = kernel.block;
+    entry["waves"] = kernel.waves;
     entry["vector_channels"] = kernel.vectorChannels;
     entry["width"] = kernel.width;
     entry["waits_for"] = kernel.waitsFor.empty() ? "none" : kernel.waitsFor;

@@ -46,11 +46,15 @@ static llvm::cl::opt<std::string> hostPipelineOptions(
     "host-pipeline",
     llvm::cl::desc("Options of the cake-to-host pipeline, e.g. 'unroll=2'"),
     llvm::cl::init(""));
+// Parts of 16 tokens (the host rule's shortest) instead of one wave of long
+// ones: 1-4% faster on seven shapes of eight on the H100, the 16384-document
+// one within 1% (docs/benchmarks.md, 2026-12-06).
 static llvm::cl::opt<std::string> forwardTiling(
     "fwd-tiling",
-    llvm::cl::desc("#cake.tiling of the forward (default: the one --pipeline "
+    llvm::cl::desc("#cake.tiling of the forward (empty: the one --pipeline "
                    "makes)"),
-    llvm::cl::init(""));
+    llvm::cl::init("#cake.tiling<vector_channels = 8, block_threads = 128, "
+                   "stages = 4, unroll = 4, waves = 16>"));
 // 216 registers instead of ptxas's own 229-234: the same 8 warps an SM, a
 // schedule with fewer stall cycles, 3-6% faster on the H200
 // (docs/design.md; the measurements in docs/benchmarks.md, 2026-12-04).
@@ -88,6 +92,7 @@ struct KernelRecord {
   std::string acc;    ///< The partial rows' element type; "none" without.
   int64_t width;      ///< The weight's taps.
   int64_t block;
+  int64_t waves; ///< The tiling's parts, in waves of resident threads.
   int64_t vectorChannels;
   int64_t lanesPerItem; ///< Threads per iteration of the kernel's forall.
   std::string waitsFor; ///< "none" for a kernel that waits for none.
@@ -204,7 +209,7 @@ public:
 
     std::string manifest;
     llvm::raw_string_ostream os(manifest);
-    os << "cake-manifest 4\n# options: " << pipelineOptions
+    os << "cake-manifest 5\n# options: " << pipelineOptions
        << "\n# host options: " << hostPipelineOptions << "\n";
     for (auto [target, kernels] :
          {std::pair{"gpu", &gpuKernels}, std::pair{"host", &hostKernels}}) {
@@ -216,6 +221,7 @@ public:
            << " weight=" << route.weight << " bias=" << route.bias
            << " policy=" << (reduce ? "none" : route.policy)
            << " acc=" << kernel.acc << " block=" << kernel.block
+           << " waves=" << kernel.waves
            << " vector_channels=" << kernel.vectorChannels
            << " lanes_per_item=" << kernel.lanesPerItem
            << " width=" << kernel.width << " waits_for=" << kernel.waitsFor
@@ -263,7 +269,7 @@ private:
   /// What launching `kernel` needs: its parameters (names from
   /// `cake.param`), its tiling's vector and the kernel it waits for.
   KernelRecord record(FunctionOpInterface kernel, int64_t block) {
-    KernelRecord result{"", "", "none", 0, block, 1, 1, "none"};
+    KernelRecord result{"", "", "none", 0, block, 1, 1, 1, "none"};
     llvm::raw_string_ostream params(result.params), align(result.align);
     for (unsigned i = 0; i < kernel.getNumArguments(); ++i) {
       StringRef name =
@@ -283,8 +289,11 @@ private:
       if (name == "weight" || name == "dweight")
         result.width = memref.getDimSize(1);
     }
-    if (auto tiling = kernel->getAttrOfType<TilingAttr>(kKernelTilingAttrName))
+    if (auto tiling =
+            kernel->getAttrOfType<TilingAttr>(kKernelTilingAttrName)) {
       result.vectorChannels = tiling.getVectorChannels();
+      result.waves = tiling.getWaves();
+    }
     if (auto lanes = kernel->getAttrOfType<IntegerAttr>(kLanesPerItemAttrName))
       result.lanesPerItem = lanes.getInt();
     if (auto waitsFor =

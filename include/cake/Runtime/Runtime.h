@@ -76,6 +76,9 @@ struct KernelInfo {
   Policy policy;
   DType acc; ///< F32, F64, or None for a fwd.
   int64_t block;
+  /// The parts of S a GPU launch may have, in waves of the threads the
+  /// device holds at once (the host rule has no waves).
+  int64_t waves;
   int64_t vectorChannels;
   /// Threads that share one item (a reduce's gradient column), adding their
   /// sums across a 32-lane subgroup; the items' threads come in whole

@@ -23,7 +23,7 @@ using namespace mlir::cake;
 LogicalResult TilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  int64_t vectorChannels, int64_t blockThreads,
                                  int64_t stages, int64_t unroll,
-                                 int64_t maxRegisters) {
+                                 int64_t maxRegisters, int64_t waves) {
   if (vectorChannels <= 0 || vectorChannels > 16 ||
       !llvm::isPowerOf2_64(vectorChannels))
     return emitError() << "vector_channels (" << vectorChannels
@@ -39,6 +39,8 @@ LogicalResult TilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (maxRegisters != 0 && (maxRegisters < 16 || maxRegisters > 255))
     return emitError() << "max_registers (" << maxRegisters
                        << ") must be 0 (no cap) or from 16 to 255";
+  if (waves <= 0)
+    return emitError() << "waves (" << waves << ") must be positive";
   return success();
 }
 

@@ -27,9 +27,10 @@ using namespace mlir::cake;
 
 void mlir::cake::buildCakeToKernelsPipeline(OpPassManager &pm,
                                             const CakeToPTXOptions &options) {
-  pm.addPass(createCakeTilePass(CakeTilePassOptions{
-      options.vectorChannels, options.blockThreads, options.stages,
-      options.unroll, options.reduceChains, options.reduceSlices}));
+  pm.addPass(createCakeTilePass(
+      CakeTilePassOptions{options.vectorChannels, options.blockThreads,
+                          options.stages, options.unroll, options.reduceChains,
+                          options.reduceSlices, options.waves}));
   pm.addPass(createConvertCakeToGPUPass(
       ConvertCakeToGPUPassOptions{options.blockThreads}));
   pm.addPass(createCakeExpandTilesPass(
@@ -94,7 +95,8 @@ void mlir::cake::buildCakeToHostKernelsPipeline(
   // thread a reduction column: a host thread has no subgroup to share it.
   pm.addPass(createCakeTilePass(CakeTilePassOptions{
       options.vectorChannels, DefaultTiling::blockThreads, /*stages=*/0,
-      options.unroll, DefaultTiling::reduceChains, /*reduceSlices=*/1}));
+      options.unroll, DefaultTiling::reduceChains, /*reduceSlices=*/1,
+      /*waves=*/1}));
   pm.addPass(createConvertCakeToHostPass());
   pm.addPass(createCakeExpandTilesPass(
       CakeExpandTilesPassOptions{/*fastMath=*/false}));

@@ -305,7 +305,7 @@ struct CakeTilePass : cake::impl::CakeTilePassBase<CakeTilePass> {
     TilingAttr defaultTiling = TilingAttr::getChecked(
         emitError, &getContext(), int64_t(vectorChannels),
         int64_t(blockThreads), int64_t(stages), int64_t(unroll),
-        /*maxRegisters=*/int64_t(0));
+        /*maxRegisters=*/int64_t(0), int64_t(waves));
     if (!defaultTiling)
       return signalPassFailure();
     if (reduceChains < 1 || !llvm::isPowerOf2_64(reduceChains)) {

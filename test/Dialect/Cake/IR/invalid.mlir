@@ -134,6 +134,17 @@ func.func @tiling_registers(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memr
 
 // -----
 
+// A launch of no waves of parts.
+func.func @tiling_waves(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
+  // expected-error @+2 {{waves (0) must be positive}}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<silu>, width = 4 : i64,
+      tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 1, waves = 0>}
+      : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
+  return
+}
+
+// -----
+
 // A tiling whose vector is not a power of two.
 func.func @tiling_vector(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
   // expected-error @+2 {{vector_channels (6) must be a power of two up to 16}}

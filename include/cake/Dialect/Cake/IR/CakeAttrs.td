@@ -48,11 +48,17 @@ def Cake_TilingAttr : AttrDef<Cake_Dialect, "Tiling"> {
     - `unroll`: rows per iteration of the row loop;
     - `max_registers` (optional): the registers a thread may use, which
       steers ptxas's schedule as much as it bounds occupancy (0: ptxas
-      decides; docs/design.md says why the backward has one).
+      decides; docs/design.md says why the backward has one);
+    - `waves` (optional): the parts the runtime splits S into, in waves of
+      the device's resident threads (1: one wave of long parts; more: shorter
+      parts, never under 16 tokens). A host rule of S, C and the device, so
+      the summation order of a backward still depends on those alone
+      (docs/kernel-abi.md).
   }];
   let parameters = (ins "int64_t":$vector_channels, "int64_t":$block_threads,
                         "int64_t":$stages, "int64_t":$unroll,
-                        DefaultValuedParameter<"int64_t", "0">:$max_registers);
+                        DefaultValuedParameter<"int64_t", "0">:$max_registers,
+                        DefaultValuedParameter<"int64_t", "1">:$waves);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

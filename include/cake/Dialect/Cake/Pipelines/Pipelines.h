@@ -55,6 +55,11 @@ struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
       llvm::cl::desc("Branch the activation to its shorter formula where "
                      "every lane is at least -87"),
       llvm::cl::init(false)};
+  PassOptions::Option<int64_t> waves{
+      *this, "waves",
+      llvm::cl::desc("Parts the runtime splits S into, in waves of resident "
+                     "threads"),
+      llvm::cl::init(1)};
   PassOptions::Option<int64_t> searchFanout{
       *this, "search-fanout",
       llvm::cl::desc("Pieces a step of a tile's document search splits its "

@@ -65,6 +65,9 @@ def CakeTilePass : Pass<"cake-tile"> {
            "Threads per column of cake.partials_reduce (a power of two up "
            "to 32); above 1 they add their sums with cake.lane_sum, which "
            "only the GPU lowers">,
+    Option<"waves", "waves", "int64_t", /*default=*/"1",
+           "Parts the runtime splits S into, in waves of the device's "
+           "resident threads (the tiling's waves)">,
   ];
 }
 
