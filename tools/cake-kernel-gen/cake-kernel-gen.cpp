@@ -47,8 +47,8 @@ static llvm::cl::opt<std::string> hostPipelineOptions(
     llvm::cl::desc("Options of the cake-to-host pipeline, e.g. 'unroll=2'"),
     llvm::cl::init(""));
 // Parts of 16 tokens (the host rule's shortest) instead of one wave of long
-// ones: 1-4% faster on seven shapes of eight on the H100, the 16384-document
-// one within 1% (docs/benchmarks.md, 2026-12-06).
+// ones: on the H100, 1.5-4% faster on five shapes of eight, and within 1-3%
+// of one wave on the other three (docs/benchmarks.md, 2026-12-06).
 static llvm::cl::opt<std::string> forwardTiling(
     "fwd-tiling",
     llvm::cl::desc("#cake.tiling of the forward (empty: the one --pipeline "
