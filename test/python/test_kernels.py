@@ -13,7 +13,6 @@ import math
 import cake
 import pytest
 import torch
-from cake._checks import POLICIES
 from cake_testing import (
     ROUTES,
     assert_bitwise_equal,
@@ -183,20 +182,11 @@ def test_batch_dim_input(device):
     assert y.shape == dx.shape == (1, 3000, 96)
 
 
-def manifest_alignment(device, op, case, kernel_name):
-    """The bytes of alignment the manifest asks of the kernel buffer ``kernel_name``,
-    the largest over the op's policies (a backward's buffer serves either)."""
-    import cake._C as extension  # only where a device fixture has the kernels
-
-    target = "host" if torch.device(device).type == "cpu" else "gpu"
-    dtype_name = {torch.float32: "f32", torch.bfloat16: "bf16"}
-    bias = "none" if case.bias is None else dtype_name[case.bias.dtype]
-    policies = ("none",) if op == "fwd" else POLICIES
-    bytes_ = max(
-        extension.alignments(target, op, dtype_name[case.weight.dtype], bias, policy)[kernel_name]
-        for policy in policies
-    )
-    assert bytes_ >= 4, f"{op} {kernel_name} needs only {bytes_} bytes: nothing to test"
+def manifest_alignment(device, op, case, name):
+    """The bytes of alignment the manifest asks of the API's buffer ``name``."""
+    weight, bias = case.weight, case.bias
+    (bytes_,) = cake._ops._alignments(torch.device(device), op, weight, bias, (name,))
+    assert bytes_ >= 4, f"{op} {name} needs only {bytes_} bytes: nothing to test"
     return bytes_
 
 
@@ -243,7 +233,7 @@ def test_preallocated_buffers_and_workspaces(device):
         )
     # Half the alignment the library's kernels need (the manifest says how much) past
     # the allocation's aligned start.
-    workspace_align = manifest_alignment(device, "bwd", case, "partials")
+    workspace_align = manifest_alignment(device, "bwd", case, "workspace")
     with pytest.raises(ValueError, match=f"workspace must be {workspace_align}-byte aligned"):
         cake.cake_causal_conv1d_train_backward(
             case.x,
@@ -253,7 +243,7 @@ def test_preallocated_buffers_and_workspaces(device):
             bias=case.bias,
             workspace=workspace[workspace_align // 2 :],
         )
-    out_align = manifest_alignment(device, "fwd", case, "y")
+    out_align = manifest_alignment(device, "fwd", case, "out")
     skip = out_align // 2 // case.x.element_size()
     out = torch.empty(case.x.numel() + skip, dtype=torch.bfloat16, device=device)[skip:].view(
         case.x.shape
