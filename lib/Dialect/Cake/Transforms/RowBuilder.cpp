@@ -261,35 +261,45 @@ DocCursor RowBuilder::seekDocument(Value cuSeqlens, Value token,
   // loads: the search waits for memory once a step, log_fanout(entries)
   // times, where a binary search waits log_2(entries) times. Every probe is
   // in [lo, hi), and a step narrows the range whatever the entries hold.
-  Type indexType = b.getIndexType();
+  // The entries at lo and hi travel with them, so that the cursor needs no
+  // loads after the last step.
+  Type indexType = b.getIndexType(), tokenType = b.getI32Type();
+  Value never = constant(tokenType, std::numeric_limits<int32_t>::max());
   Value shift = index(llvm::Log2_64(fanout));
   auto search = scf::WhileOp::create(
-      b, loc, TypeRange{indexType, indexType}, ValueRange{index(0), entries},
+      b, loc, TypeRange{indexType, indexType, tokenType, tokenType},
+      ValueRange{index(0), entries, loadEntry(cuSeqlens, index(0)), never},
       [&](OpBuilder &, Location, ValueRange bounds) {
         Value open = lessThan(index(1), sub(bounds[1], bounds[0]));
         scf::ConditionOp::create(b, loc, open, bounds);
       },
       [&](OpBuilder &, Location, ValueRange bounds) {
         Value span = sub(bounds[1], bounds[0]);
-        SmallVector<Value> probes, atOrBelow;
+        SmallVector<Value> probes, entriesAt, atOrBelow;
         for (int64_t k = 1; k < fanout; ++k) {
           Value piece = arith::MulIOp::create(b, loc, span, index(k));
           probes.push_back(arith::AddIOp::create(
               b, loc, bounds[0], arith::ShRUIOp::create(b, loc, piece, shift)));
+          entriesAt.push_back(loadEntry(cuSeqlens, probes.back()));
           atOrBelow.push_back(arith::CmpIOp::create(
-              b, loc, arith::CmpIPredicate::sle,
-              loadEntry(cuSeqlens, probes.back()), token));
+              b, loc, arith::CmpIPredicate::sle, entriesAt.back(), token));
         }
         // lo: the last probe at or below the token; hi: the first above it.
-        Value lo = bounds[0], hi = bounds[1];
-        for (int64_t k = 0; k < fanout - 1; ++k)
+        Value lo = bounds[0], hi = bounds[1], atLo = bounds[2],
+              atHi = bounds[3];
+        for (int64_t k = 0; k < fanout - 1; ++k) {
           lo = select(atOrBelow[k], probes[k], lo);
-        for (int64_t k = fanout - 2; k >= 0; --k)
+          atLo = select(atOrBelow[k], entriesAt[k], atLo);
+        }
+        for (int64_t k = fanout - 2; k >= 0; --k) {
           hi = select(atOrBelow[k], hi, probes[k]);
-        scf::YieldOp::create(b, loc, ValueRange{lo, hi});
+          atHi = select(atOrBelow[k], atHi, entriesAt[k]);
+        }
+        scf::YieldOp::create(b, loc, ValueRange{lo, hi, atLo, atHi});
       });
-  Value doc = search.getResult(0);
-  return {doc, loadEntry(cuSeqlens, doc), nextStart(cuSeqlens, doc)};
+  // With hi = lo + 1 (always, for cu_seqlens that hold documents), the entry
+  // at hi is where the next document starts.
+  return {search.getResult(0), search.getResult(2), search.getResult(3)};
 }
 
 DocCursor RowBuilder::advanceDocument(Value cuSeqlens, const DocCursor &cursor,
