@@ -426,11 +426,23 @@ static int64_t hostMaxParts(const KernelInfo &kernel, int64_t C) {
 }
 
 /// maxParts of a GPU kernel of which the device holds `residentThreads`
-/// threads at once: its waves of them.
+/// threads at once: `waves` waves of them (the kernel's, by default).
 static int64_t gpuMaxParts(const KernelInfo &kernel, int64_t C,
-                           int64_t residentThreads) {
-  return kernel.waves *
+                           int64_t residentThreads,
+                           std::optional<int64_t> waves = std::nullopt) {
+  return waves.value_or(kernel.waves) *
          std::max<int64_t>(1, residentThreads / (C / kernel.vectorChannels));
+}
+
+/// The waves of a forward over `numDocs` documents in S tokens. Where they
+/// average fewer tokens than the window, nearly every row is a document's
+/// edge and walks the cursor, and short parts' setup (search, window rows)
+/// costs more than the waves win back: one wave of long parts, then
+/// (docs/benchmarks.md, 2026-12-07). The forward sums nothing across parts,
+/// so its y does not depend on them.
+static int64_t forwardWaves(const KernelInfo &kernel, int64_t S,
+                            int64_t numDocs) {
+  return numDocs * kernel.width > S ? 1 : kernel.waves;
 }
 
 int64_t cake::runtime::maxParts(const KernelInfo &kernel, int64_t C,
@@ -494,8 +506,10 @@ void cake::runtime::forward(const ForwardArgs &args) {
   }
   DeviceContextGuard guard(args.device);
   const LoadedKernel &loaded = guard.module().get(kernel);
-  int64_t parts =
-      partsWithin(kernel, S, gpuMaxParts(kernel, C, loaded.residentThreads));
+  int64_t parts = partsWithin(
+      kernel, S,
+      gpuMaxParts(kernel, C, loaded.residentThreads,
+                  forwardWaves(kernel, S, args.numDocs)));
   operands.index(Operand::Parts, parts);
   Launch(kernel, loaded.function,
          ceilDiv(tileCount(kernel, parts, C), kernel.block), operands)
