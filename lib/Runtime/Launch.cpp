@@ -426,11 +426,10 @@ static int64_t hostMaxParts(const KernelInfo &kernel, int64_t C) {
 }
 
 /// maxParts of a GPU kernel of which the device holds `residentThreads`
-/// threads at once: `waves` waves of them (the kernel's, by default).
+/// threads at once: `waves` waves of them.
 static int64_t gpuMaxParts(const KernelInfo &kernel, int64_t C,
-                           int64_t residentThreads,
-                           std::optional<int64_t> waves = std::nullopt) {
-  return waves.value_or(kernel.waves) *
+                           int64_t residentThreads, int64_t waves) {
+  return waves *
          std::max<int64_t>(1, residentThreads / (C / kernel.vectorChannels));
 }
 
@@ -454,7 +453,8 @@ int64_t cake::runtime::maxParts(const KernelInfo &kernel, int64_t C,
   if (kernel.target == KernelInfo::Target::Host)
     return hostMaxParts(kernel, C);
   DeviceContextGuard guard(device);
-  return gpuMaxParts(kernel, C, guard.module().get(kernel).residentThreads);
+  return gpuMaxParts(kernel, C, guard.module().get(kernel).residentThreads,
+                     kernel.waves);
 }
 
 /// partsFor of a kernel that may split into `maxParts` parts.
@@ -506,10 +506,10 @@ void cake::runtime::forward(const ForwardArgs &args) {
   }
   DeviceContextGuard guard(args.device);
   const LoadedKernel &loaded = guard.module().get(kernel);
-  int64_t parts = partsWithin(
-      kernel, S,
-      gpuMaxParts(kernel, C, loaded.residentThreads,
-                  forwardWaves(kernel, S, args.numDocs)));
+  int64_t parts =
+      partsWithin(kernel, S,
+                  gpuMaxParts(kernel, C, loaded.residentThreads,
+                              forwardWaves(kernel, S, args.numDocs)));
   operands.index(Operand::Parts, parts);
   Launch(kernel, loaded.function,
          ceilDiv(tileCount(kernel, parts, C), kernel.block), operands)
@@ -563,8 +563,8 @@ void cake::runtime::backward(const BackwardArgs &args) {
   std::optional<Launch> bwdLaunch;
   if (S > 0) {
     const LoadedKernel &loaded = module.get(bwd);
-    int64_t parts =
-        partsWithin(bwd, S, gpuMaxParts(bwd, C, loaded.residentThreads));
+    int64_t parts = partsWithin(
+        bwd, S, gpuMaxParts(bwd, C, loaded.residentThreads, bwd.waves));
     givePartials(parts);
     bwdLaunch.emplace(bwd, loaded.function,
                       ceilDiv(tileCount(bwd, parts, C), bwd.block),
