@@ -57,7 +57,7 @@ static llvm::cl::opt<std::string> forwardTiling(
                    "stages = 4, unroll = 4, waves = 16>"));
 // 216 registers instead of ptxas's own 229-234: the same 8 warps an SM, a
 // schedule with fewer stall cycles, 3-6% faster on the H200
-// (docs/design.md; the measurements in docs/benchmarks.md, 2026-12-04).
+// (docs/design.md; the measurements in docs/benchmark-history.md, 2026-12-04).
 static llvm::cl::opt<std::string> backwardTiling(
     "bwd-tiling",
     llvm::cl::desc("#cake.tiling of the backward under silu_grad bf16 (f32 "
