@@ -405,22 +405,30 @@ KernelInfo::Target cake::runtime::targetOf(int device) {
                                : KernelInfo::Target::Gpu;
 }
 
-const KernelInfo &cake::runtime::selectKernel(KernelInfo::Target target, Op op,
-                                              DType weight, DType bias,
-                                              Policy policy, int64_t C) {
-  // The first match for now; a choice among configs of one route goes here.
+std::vector<const KernelInfo *>
+cake::runtime::routeKernels(KernelInfo::Target target, Op op, DType weight,
+                            DType bias, Policy policy, int64_t C) {
   const Manifest &manifest = getManifest();
+  std::vector<const KernelInfo *> result;
   auto route = manifest.routes.find({target, op, weight, bias, policy});
   if (route != manifest.routes.end())
     for (const KernelInfo *kernel : route->second)
       if (kernel->supportsChannels(C))
-        return *kernel;
-  throw std::runtime_error(
-      std::string("cake: no kernel in the manifest for target=") +
-      (target == KernelInfo::Target::Gpu ? "gpu" : "host") + " op=" +
-      std::string(nameOf(op)) + " weight=" + std::string(nameOf(weight)) +
-      " bias=" + std::string(nameOf(bias)) +
-      " policy=" + std::string(nameOf(policy)) + " C=" + std::to_string(C));
+        result.push_back(kernel);
+  if (result.empty())
+    throw std::runtime_error(
+        std::string("cake: no kernel in the manifest for target=") +
+        (target == KernelInfo::Target::Gpu ? "gpu" : "host") + " op=" +
+        std::string(nameOf(op)) + " weight=" + std::string(nameOf(weight)) +
+        " bias=" + std::string(nameOf(bias)) +
+        " policy=" + std::string(nameOf(policy)) + " C=" + std::to_string(C));
+  return result;
+}
+
+const KernelInfo &cake::runtime::selectKernel(KernelInfo::Target target, Op op,
+                                              DType weight, DType bias,
+                                              Policy policy, int64_t C) {
+  return *routeKernels(target, op, weight, bias, policy, C).front();
 }
 
 const KernelInfo &cake::runtime::successorOf(const KernelInfo &kernel) {
@@ -450,11 +458,12 @@ const LaunchContract &cake::runtime::getLaunchContract() {
 std::vector<std::pair<std::string, int64_t>>
 cake::runtime::launchAlignments(KernelInfo::Target target, Op op, DType weight,
                                 DType bias, Policy policy) {
-  const KernelInfo &first = selectKernel(target, op, weight, bias, policy,
-                                         getLaunchContract().channelMultiple);
-  std::vector<const KernelInfo *> kernels = {&first};
+  // Every configuration a call may launch: one contract for all of them.
+  std::vector<const KernelInfo *> kernels = routeKernels(
+      target, op, weight, bias, policy, getLaunchContract().channelMultiple);
   if (op == Op::Bwd)
-    kernels.push_back(&successorOf(first));
+    for (size_t i = 0, configs = kernels.size(); i < configs; ++i)
+      kernels.push_back(&successorOf(*kernels[i]));
   std::vector<std::pair<std::string, int64_t>> result;
   for (const KernelInfo *kernel : kernels) {
     for (const KernelInfo::Param &param : kernel->params) {

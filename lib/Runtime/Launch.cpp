@@ -433,17 +433,6 @@ static int64_t gpuMaxParts(const KernelInfo &kernel, int64_t C,
          std::max<int64_t>(1, residentThreads / (C / kernel.vectorChannels));
 }
 
-/// The waves of a forward over `numDocs` documents in S tokens. Where they
-/// average fewer tokens than the window, nearly every row is a document's
-/// edge and walks the cursor, and short parts' setup (search, window rows)
-/// costs more than the waves win back: one wave of long parts, then
-/// (docs/benchmarks.md, 2026-12-07). The forward sums nothing across parts,
-/// so its y does not depend on them.
-static int64_t forwardWaves(const KernelInfo &kernel, int64_t S,
-                            int64_t numDocs) {
-  return numDocs * kernel.width > S ? 1 : kernel.waves;
-}
-
 int64_t cake::runtime::maxParts(const KernelInfo &kernel, int64_t C,
                                 int device) {
   if (!kernel.supportsChannels(C) || kernel.target != targetOf(device))
@@ -477,6 +466,79 @@ static int64_t tileCount(const KernelInfo &kernel, int64_t parts, int64_t C) {
   return parts * (C / kernel.vectorChannels);
 }
 
+namespace {
+/// The grid of a GPU forward in one configuration, and how well it fills the
+/// device's waves.
+struct GpuForwardGrid {
+  const KernelInfo *kernel;
+  int64_t parts, blocks;
+  /// Blocks the device holds at once, and the block slots of the waves the
+  /// grid takes (whole waves: the last one's idle slots included).
+  int64_t residentBlocks, slots;
+
+  GpuForwardGrid(const KernelInfo &kernel, const LoadedKernel &loaded,
+                 int64_t S, int64_t C, int64_t waves)
+      : kernel(&kernel),
+        parts(partsWithin(
+            kernel, S, gpuMaxParts(kernel, C, loaded.residentThreads, waves))),
+        blocks(ceilDiv(tileCount(kernel, parts, C), kernel.block)),
+        residentBlocks(
+            std::max<int64_t>(1, loaded.residentThreads / kernel.block)),
+        slots(ceilDiv(blocks, residentBlocks) * residentBlocks) {}
+
+  /// Whether this grid leaves less of its waves idle than `other`, or as
+  /// little with more threads (rows in flight) resident.
+  bool fillsBetterThan(const GpuForwardGrid &other) const {
+    int64_t mine = blocks * other.slots, theirs = other.blocks * slots;
+    if (mine != theirs)
+      return mine > theirs;
+    return residentBlocks * kernel->block >
+           other.residentBlocks * other.kernel->block;
+  }
+};
+} // namespace
+
+/// The forward rule of docs/kernel-abi.md on a GPU. Where documents average
+/// fewer tokens than the window, nearly every row is a document's edge and
+/// walks the cursor, and short parts' setup (search, window rows) costs more
+/// than waves win back: the route's first configuration at one wave
+/// (docs/benchmarks.md, 2026-12-07). Elsewhere each configuration at its
+/// waves: the one that fills them best among the first and those whose grid
+/// takes at least a whole wave. More rows in flight make a configuration
+/// faster on long documents unless its grid leaves much of a last wave idle;
+/// below a wave nothing was measured to beat the first. The forward sums
+/// nothing across parts, so y does not depend on the choice.
+static GpuForwardGrid
+bestGpuForwardGrid(const LoadedModule &module,
+                   const std::vector<const KernelInfo *> &configs, int64_t S,
+                   int64_t C, int64_t numDocs) {
+  const KernelInfo &first = *configs.front();
+  if (numDocs * first.width > S)
+    return GpuForwardGrid(first, module.get(first), S, C, 1);
+  std::optional<GpuForwardGrid> best;
+  for (const KernelInfo *config : configs) {
+    GpuForwardGrid grid(*config, module.get(*config), S, C, config->waves);
+    if (!best)
+      best = grid;
+    else if (grid.blocks >= grid.residentBlocks && grid.fillsBetterThan(*best))
+      best = grid;
+  }
+  return *best;
+}
+
+/// The forward's kernel and parts over S tokens: on the GPU whose kernels
+/// `module` holds, or on the host where it is null.
+static ForwardLaunch
+forwardLaunchOn(const LoadedModule *module,
+                const std::vector<const KernelInfo *> &configs, int64_t S,
+                int64_t C, int64_t numDocs) {
+  const KernelInfo &first = *configs.front();
+  if (!module)
+    return {&first, partsWithin(first, S, hostMaxParts(first, C))};
+  GpuForwardGrid grid = bestGpuForwardGrid(*module, configs, S, C, numDocs);
+  return {grid.kernel, grid.parts};
+}
+
 void cake::runtime::forward(const ForwardArgs &args) {
   KernelInfo::Target target = targetOf(args.device);
   if (target == KernelInfo::Target::Gpu)
@@ -485,12 +547,12 @@ void cake::runtime::forward(const ForwardArgs &args) {
   checkOneOf("weight_dtype", args.weightDtype, {DType::F32, DType::BF16});
   checkOneOf("bias_dtype", args.biasDtype,
              {DType::None, DType::F32, DType::BF16});
-  const KernelInfo &kernel = selectKernel(target, Op::Fwd, args.weightDtype,
-                                          args.biasDtype, Policy::None, args.C);
+  std::vector<const KernelInfo *> configs = routeKernels(
+      target, Op::Fwd, args.weightDtype, args.biasDtype, Policy::None, args.C);
   if (args.S == 0)
     return;
 
-  int64_t S = args.S, C = args.C, width = kernel.width;
+  int64_t S = args.S, C = args.C, width = configs.front()->width;
   Operands operands;
   operands.memref(Operand::X, args.x, {S, C});
   operands.memref(Operand::Weight, args.weight, {C, width});
@@ -500,20 +562,37 @@ void cake::runtime::forward(const ForwardArgs &args) {
     operands.memref(Operand::Bias, args.bias, {C});
 
   if (target == KernelInfo::Target::Host) {
-    int64_t parts = partsWithin(kernel, S, hostMaxParts(kernel, C));
-    operands.index(Operand::Parts, parts);
-    return runOnHost(kernel, tileCount(kernel, parts, C), operands);
+    ForwardLaunch launch =
+        forwardLaunchOn(nullptr, configs, S, C, args.numDocs);
+    operands.index(Operand::Parts, launch.parts);
+    return runOnHost(*launch.kernel, tileCount(*launch.kernel, launch.parts, C),
+                     operands);
   }
   DeviceContextGuard guard(args.device);
-  const LoadedKernel &loaded = guard.module().get(kernel);
-  int64_t parts =
-      partsWithin(kernel, S,
-                  gpuMaxParts(kernel, C, loaded.residentThreads,
-                              forwardWaves(kernel, S, args.numDocs)));
-  operands.index(Operand::Parts, parts);
-  Launch(kernel, loaded.function,
-         ceilDiv(tileCount(kernel, parts, C), kernel.block), operands)
+  ForwardLaunch launch =
+      forwardLaunchOn(&guard.module(), configs, S, C, args.numDocs);
+  const KernelInfo &kernel = *launch.kernel;
+  operands.index(Operand::Parts, launch.parts);
+  Launch(kernel, guard.module().get(kernel).function,
+         ceilDiv(tileCount(kernel, launch.parts, C), kernel.block), operands)
       .issue(args.stream, false);
+}
+
+ForwardLaunch cake::runtime::forwardLaunch(int device, DType weight, DType bias,
+                                           int64_t S, int64_t C,
+                                           int64_t numDocs) {
+  KernelInfo::Target target = targetOf(device);
+  if (target == KernelInfo::Target::Gpu)
+    getDriver();
+  checkSizes(S, C, numDocs);
+  std::vector<const KernelInfo *> configs =
+      routeKernels(target, Op::Fwd, weight, bias, Policy::None, C);
+  if (S == 0)
+    return {configs.front(), 0};
+  if (target == KernelInfo::Target::Host)
+    return forwardLaunchOn(nullptr, configs, S, C, numDocs);
+  DeviceContextGuard guard(device);
+  return forwardLaunchOn(&guard.module(), configs, S, C, numDocs);
 }
 
 void cake::runtime::backward(const BackwardArgs &args) {

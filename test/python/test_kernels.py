@@ -167,6 +167,42 @@ def test_one_long_document(policy, device):
     check_case(make_case([200_000], 64, policy=policy, seed=17, device=device))
 
 
+# Forward shapes (S, C, documents), cheapest first: documents shorter than the
+# window on average, then long ones on grids of a fraction of a wave to many.
+FORWARD_LAUNCH_SHAPES = [
+    (4096, 64, 2048),
+    (2000, 1024, 3),
+    (4096, 2048, 2),
+    (30_000, 512, 97),
+    (200_000, 64, 1),
+    (65_536, 1024, 32),
+]
+
+
+def test_forward_launch_reaches_every_configuration(device):
+    # The forward's host rule (docs/kernel-abi.md) picks among the route's
+    # configurations by S, C, the documents' count and the device: every one
+    # must be picked for some shape here (else it is dead weight in the
+    # library, or the rule is broken), and each runs right where picked.
+    extension, index = cake._ops.require_supported(torch.device(device))
+    target = "host" if index == extension.HOST_DEVICE_INDEX else "gpu"
+    configs = [
+        k["name"]
+        for k in extension.kernels()
+        if (k["target"], k["op"], k["weight"], k["bias"]) == (target, "fwd", "f32", "f32")
+    ]
+    first_shape_of = {}
+    for S, C, docs in FORWARD_LAUNCH_SHAPES:
+        name, parts = extension.forward_launch(S, C, "f32", "f32", docs, index)
+        assert name in configs and 1 <= parts <= S
+        if docs * 4 > S:
+            assert name == configs[0], (S, C, docs)
+        first_shape_of.setdefault(name, (S, C, docs))
+    assert sorted(first_shape_of) == sorted(configs)
+    for S, C, docs in first_shape_of.values():
+        check_case(make_case(random_lengths(S, docs, seed=S), C, seed=C, device=device))
+
+
 @pytest.mark.parametrize("C, S", [(8, 20_000), (8200, 1500)])
 def test_channel_extremes(C, S, device):
     check_case(make_case(random_lengths(S, 9, seed=18), C, seed=19, device=device))

@@ -30,6 +30,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <map>
+#include <set>
 
 using namespace mlir;
 using namespace mlir::cake;
@@ -55,6 +56,18 @@ static llvm::cl::opt<std::string> forwardTiling(
                    "makes)"),
     llvm::cl::init("#cake.tiling<vector_channels = 8, block_threads = 128, "
                    "stages = 4, unroll = 4, waves = 16>"));
+// A second forward configuration on the GPU, which the runtime's rule picks
+// where documents are long and its grid fills its waves best
+// (docs/kernel-abi.md): 4 channels a thread at 72 registers hold 7 blocks an
+// SM and 8 stages, 57 KB of rows in flight an SM against 32 KB. On the H100,
+// 1-4% faster than the first on five shapes of eight, slower at one wave and
+// on grids of few waves (docs/benchmarks.md, 2026-12-07). Empty: none.
+static llvm::cl::opt<std::string> forwardLongTiling(
+    "fwd-long-tiling",
+    llvm::cl::desc("#cake.tiling of the GPU's second forward configuration, "
+                   "for long documents (empty: none)"),
+    llvm::cl::init("#cake.tiling<vector_channels = 4, block_threads = 128, "
+                   "stages = 8, unroll = 2, waves = 16>"));
 // 216 registers instead of ptxas's own 229-234: the same 8 warps an SM, a
 // schedule with fewer stall cycles, 3-6% faster on the H200
 // (docs/design.md; the measurements in docs/benchmark-history.md, 2026-12-04).
@@ -104,8 +117,13 @@ public:
       : context(context), b(&context),
         module(ModuleOp::create(UnknownLoc::get(&context))) {}
 
-  void addForward(StringRef weight, StringRef bias, TilingAttr tiling) {
-    std::string name = ("cake_fwd_w" + weight + "_b" + bias).str();
+  /// Adds a forward of the route; `suffix` names a further configuration,
+  /// which only the GPU gets.
+  void addForward(StringRef weight, StringRef bias, TilingAttr tiling,
+                  StringRef suffix = "") {
+    std::string name = ("cake_fwd_w" + weight + "_b" + bias + suffix).str();
+    if (!suffix.empty())
+      gpuOnly.insert(name);
     SmallVector<std::pair<StringRef, Type>> params = {
         {"x", tokens()}, {"weight", weightType(weight)}, {"cu_seqlens", cu()}};
     if (bias != "none")
@@ -160,6 +178,8 @@ public:
   LogicalResult build(const CakeToPTXOptions &options,
                       const CakeToHostOptions &hostOptions) {
     OwningOpRef<ModuleOp> host = module->clone();
+    for (const std::string &name : gpuOnly)
+      host->lookupSymbol<func::FuncOp>(name).erase();
     PassManager toKernels(&context);
     buildCakeToKernelsPipeline(toKernels, options);
     if (failed(toKernels.run(*module)))
@@ -334,6 +354,7 @@ private:
   OpBuilder b;
   OwningOpRef<ModuleOp> module;
   std::map<std::string, Route> routes;
+  std::set<std::string> gpuOnly;
   std::map<std::string, KernelRecord> gpuKernels, hostKernels;
   std::string ptx, hostObject;
 };
@@ -360,11 +381,15 @@ int main(int argc, char **argv) {
   };
   TilingAttr fwdTiling =
       forwardTiling.empty() ? TilingAttr() : parseTiling(forwardTiling);
+  TilingAttr fwdLongTiling =
+      forwardLongTiling.empty() ? TilingAttr() : parseTiling(forwardLongTiling);
   TilingAttr bf16Tiling = parseTiling(backwardTiling);
   TilingAttr fp32Tiling = parseTiling(backwardFp64Tiling);
-  if ((!forwardTiling.empty() && !fwdTiling) || !bf16Tiling || !fp32Tiling) {
-    llvm::errs() << "--fwd-tiling, --bwd-tiling and --bwd-fp64-tiling take "
-                    "#cake.tiling<...>\n";
+  if ((!forwardTiling.empty() && !fwdTiling) ||
+      (!forwardLongTiling.empty() && !fwdLongTiling) || !bf16Tiling ||
+      !fp32Tiling) {
+    llvm::errs() << "--fwd-tiling, --fwd-long-tiling, --bwd-tiling and "
+                    "--bwd-fp64-tiling take #cake.tiling<...>\n";
     return 1;
   }
 
@@ -372,6 +397,8 @@ int main(int argc, char **argv) {
   for (StringRef weight : {"f32", "bf16"}) {
     for (StringRef bias : {"none", "f32", "bf16"}) {
       library.addForward(weight, bias, fwdTiling);
+      if (fwdLongTiling)
+        library.addForward(weight, bias, fwdLongTiling, "_long");
       library.addBackward(weight, bias, "bf16", bf16Tiling);
       library.addBackward(weight, bias, "fp32", fp32Tiling);
     }

@@ -100,10 +100,30 @@ const std::vector<KernelInfo> &getKernels();
 /// Returns the target of device index `device`.
 KernelInfo::Target targetOf(int device);
 
-/// Returns the kernel to launch on `target` for the given manifest fields and
-/// channel count; throws if the manifest holds none.
+/// Returns the kernels of one route on `target` that run with `C` channels,
+/// in manifest order: the configurations a call of the route may launch;
+/// throws if the manifest holds none.
+std::vector<const KernelInfo *> routeKernels(KernelInfo::Target target, Op op,
+                                             DType weight, DType bias,
+                                             Policy policy, int64_t C);
+
+/// Returns the first of routeKernels: the kernel a call of the route launches
+/// where the route has one configuration (every bwd, every host kernel).
 const KernelInfo &selectKernel(KernelInfo::Target target, Op op, DType weight,
                                DType bias, Policy policy, int64_t C);
+
+/// Returns the forward kernel a call over S tokens of `numDocs` documents
+/// launches on device `device`, and its parts: the host rule of
+/// docs/kernel-abi.md over the route's configurations (the first one on the
+/// host, and where documents average fewer than `width` tokens; else the one
+/// whose grid leaves the least of its last wave idle, ties to the one the
+/// device holds more threads of).
+struct ForwardLaunch {
+  const KernelInfo *kernel;
+  int64_t parts;
+};
+ForwardLaunch forwardLaunch(int device, DType weight, DType bias, int64_t S,
+                        int64_t C, int64_t numDocs);
 
 /// Returns the kernel that waits for `kernel` (the reduce of a bwd); throws if
 /// the manifest holds none.
@@ -120,9 +140,9 @@ struct LaunchContract {
 const LaunchContract &getLaunchContract();
 
 /// Returns, for each memref parameter of the kernels that a call of `op`
-/// (Fwd, or Bwd with its reduce) on `target` runs for the given dtypes and
-/// policy, the alignment its address needs, in bytes (the larger of the two
-/// kernels' for a parameter they share).
+/// (Fwd, or Bwd with its reduce) on `target` may run for the given dtypes and
+/// policy (every configuration of the route), the alignment its address
+/// needs, in bytes (the largest of the kernels' for a parameter they share).
 std::vector<std::pair<std::string, int64_t>>
 launchAlignments(KernelInfo::Target target, Op op, DType weight, DType bias,
                  Policy policy);
