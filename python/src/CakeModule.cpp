@@ -128,16 +128,13 @@ static int64_t backwardParts(int64_t S, int64_t C, const std::string &weight,
   return S == 0 ? 0 : partsFor(kernel, S, C, device);
 }
 
-static py::tuple forwardLaunchOf(int64_t S, int64_t C, const std::string &weight,
-                             const std::string &bias, int64_t numDocs,
-                             int device) {
-  ForwardLaunch launch{};
-  {
-    py::gil_scoped_release released;
-    launch = forwardLaunch(device, dtypeNamed(weight, "weight_dtype"),
-                       dtypeNamed(bias, "bias_dtype"), S, C, numDocs);
-  }
-  return py::make_tuple(launch.kernel->name, launch.parts);
+static std::pair<std::string, int64_t>
+forwardLaunchOf(int64_t S, int64_t C, const std::string &weight,
+                const std::string &bias, int64_t numDocs, int device) {
+  ForwardLaunch launch =
+      forwardLaunch(device, dtypeNamed(weight, "weight_dtype"),
+                    dtypeNamed(bias, "bias_dtype"), S, C, numDocs);
+  return {launch.kernel->name, launch.parts};
 }
 
 PYBIND11_MODULE(_C, m) {
@@ -196,7 +193,7 @@ PYBIND11_MODULE(_C, m) {
         "in: part r covers the tokens [r * S / R, (r + 1) * S / R).");
   m.def("forward_launch", &forwardLaunchOf, py::arg("S"), py::arg("C"),
         py::arg("weight_dtype"), py::arg("bias_dtype"), py::arg("num_docs"),
-        py::arg("device_index"),
+        py::arg("device_index"), py::call_guard<py::gil_scoped_release>(),
         "The forward kernel (its manifest name) and parts a forward over S "
         "tokens of num_docs documents launches (docs/kernel-abi.md).");
   m.def("kernels", &getKernelDicts, "The kernel manifest's entries, as dicts.");

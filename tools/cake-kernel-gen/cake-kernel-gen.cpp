@@ -3,8 +3,9 @@
 //
 // This file implements cake-kernel-gen, which compiles every kernel variant the
 // runtime launches (one per route: weight dtype, bias dtype or none, SiLU'
-// policy) twice: into one PTX module for the GPU, and into one object file of
-// host kernels for the CPU, with the table the runtime finds them by. It
+// policy; the GPU's forward has a second configuration) twice: into one PTX
+// module for the GPU, and into one object file of host kernels for the CPU,
+// with the table the runtime finds them by. It
 // writes the manifest the runtime selects and launches them by
 // (docs/kernel-abi.md), read off the kernels' own attributes.
 //

@@ -112,18 +112,20 @@ std::vector<const KernelInfo *> routeKernels(KernelInfo::Target target, Op op,
 const KernelInfo &selectKernel(KernelInfo::Target target, Op op, DType weight,
                                DType bias, Policy policy, int64_t C);
 
-/// Returns the forward kernel a call over S tokens of `numDocs` documents
-/// launches on device `device`, and its parts: the host rule of
-/// docs/kernel-abi.md over the route's configurations (the first one on the
-/// host, and where documents average fewer than `width` tokens; else the one
-/// whose grid leaves the least of its last wave idle, ties to the one the
-/// device holds more threads of).
+/// The forward kernel a call launches, and its parts.
 struct ForwardLaunch {
   const KernelInfo *kernel;
   int64_t parts;
 };
+
+/// Returns the ForwardLaunch of a call over S tokens of `numDocs` documents on
+/// device `device`: the host rule of docs/kernel-abi.md over the route's
+/// configurations. The first one on the host, and at one wave where documents
+/// average fewer than `width` tokens; else, of the first and those whose grid
+/// takes a whole wave, the one whose grid leaves the smallest share of its
+/// waves idle (ties: the one the device holds more threads of).
 ForwardLaunch forwardLaunch(int device, DType weight, DType bias, int64_t S,
-                        int64_t C, int64_t numDocs);
+                            int64_t C, int64_t numDocs);
 
 /// Returns the kernel that waits for `kernel` (the reduce of a bwd); throws if
 /// the manifest holds none.
