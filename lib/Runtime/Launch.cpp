@@ -476,14 +476,13 @@ struct GpuForwardGrid {
   /// grid takes (whole waves: the last one's idle slots included).
   int64_t residentBlocks, slots;
 
-  GpuForwardGrid(const KernelInfo &kernel, const LoadedKernel &loaded,
-                 int64_t S, int64_t C, int64_t waves)
+  GpuForwardGrid(const KernelInfo &kernel, int64_t residentThreads, int64_t S,
+                 int64_t C, int64_t waves)
       : kernel(&kernel),
-        parts(partsWithin(
-            kernel, S, gpuMaxParts(kernel, C, loaded.residentThreads, waves))),
+        parts(partsWithin(kernel, S,
+                          gpuMaxParts(kernel, C, residentThreads, waves))),
         blocks(ceilDiv(tileCount(kernel, parts, C), kernel.block)),
-        residentBlocks(
-            std::max<int64_t>(1, loaded.residentThreads / kernel.block)),
+        residentBlocks(std::max<int64_t>(1, residentThreads / kernel.block)),
         slots(ceilDiv(blocks, residentBlocks) * residentBlocks) {}
 
   /// Whether this grid leaves less of its waves idle than `other`, or as
@@ -498,32 +497,36 @@ struct GpuForwardGrid {
 };
 } // namespace
 
-/// The forward rule of docs/kernel-abi.md on a GPU. Where documents average
-/// fewer tokens than the window, nearly every row is a document's edge and
-/// walks the cursor, and short parts' setup (search, window rows) costs more
-/// than waves win back: the route's first configuration at one wave
+/// The forward rule of docs/kernel-abi.md on a GPU that holds
+/// `residentThreads[i]` threads of `configs[i]` at once. Where documents
+/// average fewer tokens than the window, nearly every row is a document's edge
+/// and walks the cursor, and short parts' setup (search, window rows) costs
+/// more than waves win back: the route's first configuration at one wave
 /// (docs/benchmarks.md, 2026-12-07). Elsewhere each configuration at its
 /// waves: the one that fills them best among the first and those whose grid
 /// takes at least a whole wave. More rows in flight make a configuration
 /// faster on long documents unless its grid leaves much of a last wave idle;
 /// below a wave nothing was measured to beat the first. The forward sums
 /// nothing across parts, so y does not depend on the choice.
-static GpuForwardGrid
-bestGpuForwardGrid(const LoadedModule &module,
-                   const std::vector<const KernelInfo *> &configs, int64_t S,
-                   int64_t C, int64_t numDocs) {
+static ForwardLaunch
+gpuForwardRuleOf(const std::vector<const KernelInfo *> &configs,
+                 const std::vector<int64_t> &residentThreads, int64_t S,
+                 int64_t C, int64_t numDocs) {
   const KernelInfo &first = *configs.front();
-  if (numDocs * first.width > S)
-    return GpuForwardGrid(first, module.get(first), S, C, 1);
+  if (numDocs * first.width > S) {
+    GpuForwardGrid grid(first, residentThreads.front(), S, C, 1);
+    return {grid.kernel, grid.parts};
+  }
   std::optional<GpuForwardGrid> best;
-  for (const KernelInfo *config : configs) {
-    GpuForwardGrid grid(*config, module.get(*config), S, C, config->waves);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    GpuForwardGrid grid(*configs[i], residentThreads[i], S, C,
+                        configs[i]->waves);
     if (!best)
       best = grid;
     else if (grid.blocks >= grid.residentBlocks && grid.fillsBetterThan(*best))
       best = grid;
   }
-  return *best;
+  return {best->kernel, best->parts};
 }
 
 /// The forward's kernel and parts over S tokens: on the GPU whose kernels
@@ -535,8 +538,10 @@ forwardLaunchOn(const LoadedModule *module,
   const KernelInfo &first = *configs.front();
   if (!module)
     return {&first, partsWithin(first, S, hostMaxParts(first, C))};
-  GpuForwardGrid grid = bestGpuForwardGrid(*module, configs, S, C, numDocs);
-  return {grid.kernel, grid.parts};
+  std::vector<int64_t> residentThreads;
+  for (const KernelInfo *config : configs)
+    residentThreads.push_back(module->get(*config).residentThreads);
+  return gpuForwardRuleOf(configs, residentThreads, S, C, numDocs);
 }
 
 void cake::runtime::forward(const ForwardArgs &args) {
@@ -593,6 +598,26 @@ ForwardLaunch cake::runtime::forwardLaunch(int device, DType weight, DType bias,
     return forwardLaunchOn(nullptr, configs, S, C, numDocs);
   DeviceContextGuard guard(device);
   return forwardLaunchOn(&guard.module(), configs, S, C, numDocs);
+}
+
+ForwardLaunch
+cake::runtime::gpuForwardRule(DType weight, DType bias, int64_t S, int64_t C,
+                              int64_t numDocs,
+                              const std::vector<int64_t> &residentThreads) {
+  checkSizes(S, C, numDocs);
+  std::vector<const KernelInfo *> configs = routeKernels(
+      KernelInfo::Target::Gpu, Op::Fwd, weight, bias, Policy::None, C);
+  if (residentThreads.size() != configs.size())
+    throw std::runtime_error("cake: " + std::to_string(residentThreads.size()) +
+                             " resident thread counts for " +
+                             std::to_string(configs.size()) +
+                             " forward configurations");
+  for (int64_t threads : residentThreads)
+    if (threads < 1)
+      throw std::runtime_error("cake: resident threads must be positive");
+  if (S == 0)
+    return {configs.front(), 0};
+  return gpuForwardRuleOf(configs, residentThreads, S, C, numDocs);
 }
 
 void cake::runtime::backward(const BackwardArgs &args) {

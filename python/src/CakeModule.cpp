@@ -14,6 +14,7 @@
 #include "cake/Runtime/Runtime.h"
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 namespace py = pybind11;
 using namespace cake::runtime;
@@ -137,6 +138,16 @@ forwardLaunchOf(int64_t S, int64_t C, const std::string &weight,
   return {launch.kernel->name, launch.parts};
 }
 
+static std::pair<std::string, int64_t>
+gpuForwardRuleOf(int64_t S, int64_t C, const std::string &weight,
+                 const std::string &bias, int64_t numDocs,
+                 const std::vector<int64_t> &residentThreads) {
+  ForwardLaunch launch = gpuForwardRule(dtypeNamed(weight, "weight_dtype"),
+                                        dtypeNamed(bias, "bias_dtype"), S, C,
+                                        numDocs, residentThreads);
+  return {launch.kernel->name, launch.parts};
+}
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "Cake's runtime: launches the embedded kernels through the CUDA "
             "driver, or runs the host kernels on the CPU (device_index -1). "
@@ -196,6 +207,11 @@ PYBIND11_MODULE(_C, m) {
         py::arg("device_index"), py::call_guard<py::gil_scoped_release>(),
         "The forward kernel (its manifest name) and parts a forward over S "
         "tokens of num_docs documents launches (docs/kernel-abi.md).");
+  m.def("gpu_forward_rule", &gpuForwardRuleOf, py::arg("S"), py::arg("C"),
+        py::arg("weight_dtype"), py::arg("bias_dtype"), py::arg("num_docs"),
+        py::arg("resident_threads"),
+        "forward_launch's rule on a GPU that holds resident_threads[i] threads "
+        "of the route's i-th forward configuration at once; needs no GPU.");
   m.def("kernels", &getKernelDicts, "The kernel manifest's entries, as dicts.");
   m.def(
       "launch_contract",

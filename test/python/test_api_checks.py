@@ -434,3 +434,42 @@ def test_launch_rejects_more_tokens_than_the_kernels_count(launch):
         else:
             cake._C.backward(x=0, weight=0, cu_seqlens=0, bias=0, dy=0, dx=0, dweight=0, dbias=0,
                              workspace=0, **sizes, policy="bf16", **where)
+
+
+# Threads an H100 (132 SMs) holds at once of the two GPU forward configurations:
+# 4 blocks of 128 an SM at 127 registers, 7 at 72 (what the driver reports there).
+H100_RESIDENT = [132 * 4 * 128, 132 * 7 * 128]
+
+
+@pytest.mark.parametrize(
+    "S, C, docs, config, parts",
+    [
+        (4096, 2048, 2, "", 256),  # the second's grid, 1.11 waves, fills worse
+        (16384, 4096, 8, "_long", 1024),
+        (32768, 5376, 16, "_long", 1408),
+        (65536, 8192, 64, "", 1056),  # 16.00 waves against 15.79
+        (32768, 4096, 512, "_long", 1840),
+        (32768, 4096, 16384, "", 132),  # documents shorter than W: one wave
+        (2000, 1024, 3, "", 125),  # the second's grid is under a wave
+        (8192, 16384, 4, "_long", 448),  # as full: more threads resident
+        (0, 64, 0, "", 0),
+    ],
+)
+def test_gpu_forward_rule(S, C, docs, config, parts):
+    # The forward's host rule (docs/kernel-abi.md), computed without a GPU for an
+    # H100's residency, against the grids worked out by hand.
+    gpu_forwards = {
+        k["name"]
+        for k in cake._C.kernels()
+        if (k["target"], k["op"], k["weight"], k["bias"]) == ("gpu", "fwd", "f32", "f32")
+    }
+    assert gpu_forwards == {"cake_fwd_wf32_bf32", "cake_fwd_wf32_bf32_long"}
+    got = cake._C.gpu_forward_rule(S, C, "f32", "f32", docs, H100_RESIDENT)
+    assert got == ("cake_fwd_wf32_bf32" + config, parts)
+
+
+def test_gpu_forward_rule_needs_a_count_per_configuration():
+    with pytest.raises(RuntimeError, match="1 resident thread counts for 2 forward"):
+        cake._C.gpu_forward_rule(4096, 64, "f32", "f32", 2, [67584])
+    with pytest.raises(RuntimeError, match="resident threads must be positive"):
+        cake._C.gpu_forward_rule(4096, 64, "f32", "f32", 2, [67584, 0])

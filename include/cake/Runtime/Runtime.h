@@ -127,6 +127,13 @@ struct ForwardLaunch {
 ForwardLaunch forwardLaunch(int device, DType weight, DType bias, int64_t S,
                             int64_t C, int64_t numDocs);
 
+/// forwardLaunch's rule for a GPU that holds `residentThreads[i]` threads of
+/// the route's i-th GPU forward configuration at once, without one: what the
+/// rule picks on any device, for tests.
+ForwardLaunch gpuForwardRule(DType weight, DType bias, int64_t S, int64_t C,
+                             int64_t numDocs,
+                             const std::vector<int64_t> &residentThreads);
+
 /// Returns the kernel that waits for `kernel` (the reduce of a bwd); throws if
 /// the manifest holds none.
 const KernelInfo &successorOf(const KernelInfo &kernel);
