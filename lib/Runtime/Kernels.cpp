@@ -405,24 +405,23 @@ KernelInfo::Target cake::runtime::targetOf(int device) {
                                : KernelInfo::Target::Gpu;
 }
 
-std::vector<const KernelInfo *>
+const std::vector<const KernelInfo *> &
 cake::runtime::routeKernels(KernelInfo::Target target, Op op, DType weight,
                             DType bias, Policy policy, int64_t C) {
   const Manifest &manifest = getManifest();
-  std::vector<const KernelInfo *> result;
   auto route = manifest.routes.find({target, op, weight, bias, policy});
-  if (route != manifest.routes.end())
-    for (const KernelInfo *kernel : route->second)
-      if (kernel->supportsChannels(C))
-        result.push_back(kernel);
-  if (result.empty())
-    throw std::runtime_error(
-        std::string("cake: no kernel in the manifest for target=") +
-        (target == KernelInfo::Target::Gpu ? "gpu" : "host") + " op=" +
-        std::string(nameOf(op)) + " weight=" + std::string(nameOf(weight)) +
-        " bias=" + std::string(nameOf(bias)) +
-        " policy=" + std::string(nameOf(policy)) + " C=" + std::to_string(C));
-  return result;
+  if (route != manifest.routes.end() &&
+      std::all_of(route->second.begin(), route->second.end(),
+                  [&](const KernelInfo *kernel) {
+                    return kernel->supportsChannels(C);
+                  }))
+    return route->second;
+  throw std::runtime_error(
+      std::string("cake: no kernel in the manifest for target=") +
+      (target == KernelInfo::Target::Gpu ? "gpu" : "host") + " op=" +
+      std::string(nameOf(op)) + " weight=" + std::string(nameOf(weight)) +
+      " bias=" + std::string(nameOf(bias)) +
+      " policy=" + std::string(nameOf(policy)) + " C=" + std::to_string(C));
 }
 
 const KernelInfo &cake::runtime::selectKernel(KernelInfo::Target target, Op op,

@@ -498,7 +498,7 @@ struct GpuForwardGrid {
 } // namespace
 
 /// The forward rule of docs/kernel-abi.md on a GPU that holds
-/// `residentThreads[i]` threads of `configs[i]` at once. Where documents
+/// `residentThreads(i)` threads of `configs[i]` at once. Where documents
 /// average fewer tokens than the window, nearly every row is a document's edge
 /// and walks the cursor, and short parts' setup (search, window rows) costs
 /// more than waves win back: the route's first configuration at one wave
@@ -508,18 +508,19 @@ struct GpuForwardGrid {
 /// faster on long documents unless its grid leaves much of a last wave idle;
 /// below a wave nothing was measured to beat the first. The forward sums
 /// nothing across parts, so y does not depend on the choice.
+template <typename ResidentThreads>
 static ForwardLaunch
 gpuForwardRuleOf(const std::vector<const KernelInfo *> &configs,
-                 const std::vector<int64_t> &residentThreads, int64_t S,
-                 int64_t C, int64_t numDocs) {
+                 ResidentThreads residentThreads, int64_t S, int64_t C,
+                 int64_t numDocs) {
   const KernelInfo &first = *configs.front();
   if (numDocs * first.width > S) {
-    GpuForwardGrid grid(first, residentThreads.front(), S, C, 1);
+    GpuForwardGrid grid(first, residentThreads(0), S, C, 1);
     return {grid.kernel, grid.parts};
   }
   std::optional<GpuForwardGrid> best;
   for (size_t i = 0; i < configs.size(); ++i) {
-    GpuForwardGrid grid(*configs[i], residentThreads[i], S, C,
+    GpuForwardGrid grid(*configs[i], residentThreads(i), S, C,
                         configs[i]->waves);
     if (!best)
       best = grid;
@@ -538,10 +539,10 @@ forwardLaunchOn(const LoadedModule *module,
   const KernelInfo &first = *configs.front();
   if (!module)
     return {&first, partsWithin(first, S, hostMaxParts(first, C))};
-  std::vector<int64_t> residentThreads;
-  for (const KernelInfo *config : configs)
-    residentThreads.push_back(module->get(*config).residentThreads);
-  return gpuForwardRuleOf(configs, residentThreads, S, C, numDocs);
+  return gpuForwardRuleOf(
+      configs,
+      [&](size_t i) { return module->get(*configs[i]).residentThreads; }, S, C,
+      numDocs);
 }
 
 void cake::runtime::forward(const ForwardArgs &args) {
@@ -552,7 +553,7 @@ void cake::runtime::forward(const ForwardArgs &args) {
   checkOneOf("weight_dtype", args.weightDtype, {DType::F32, DType::BF16});
   checkOneOf("bias_dtype", args.biasDtype,
              {DType::None, DType::F32, DType::BF16});
-  std::vector<const KernelInfo *> configs = routeKernels(
+  const std::vector<const KernelInfo *> &configs = routeKernels(
       target, Op::Fwd, args.weightDtype, args.biasDtype, Policy::None, args.C);
   if (args.S == 0)
     return;
@@ -590,7 +591,7 @@ ForwardLaunch cake::runtime::forwardLaunch(int device, DType weight, DType bias,
   if (target == KernelInfo::Target::Gpu)
     getDriver();
   checkSizes(S, C, numDocs);
-  std::vector<const KernelInfo *> configs =
+  const std::vector<const KernelInfo *> &configs =
       routeKernels(target, Op::Fwd, weight, bias, Policy::None, C);
   if (S == 0)
     return {configs.front(), 0};
@@ -605,7 +606,7 @@ cake::runtime::gpuForwardRule(DType weight, DType bias, int64_t S, int64_t C,
                               int64_t numDocs,
                               const std::vector<int64_t> &residentThreads) {
   checkSizes(S, C, numDocs);
-  std::vector<const KernelInfo *> configs = routeKernels(
+  const std::vector<const KernelInfo *> &configs = routeKernels(
       KernelInfo::Target::Gpu, Op::Fwd, weight, bias, Policy::None, C);
   if (residentThreads.size() != configs.size())
     throw std::runtime_error("cake: " + std::to_string(residentThreads.size()) +
@@ -617,7 +618,8 @@ cake::runtime::gpuForwardRule(DType weight, DType bias, int64_t S, int64_t C,
       throw std::runtime_error("cake: resident threads must be positive");
   if (S == 0)
     return {configs.front(), 0};
-  return gpuForwardRuleOf(configs, residentThreads, S, C, numDocs);
+  return gpuForwardRuleOf(
+      configs, [&](size_t i) { return residentThreads[i]; }, S, C, numDocs);
 }
 
 void cake::runtime::backward(const BackwardArgs &args) {

@@ -100,12 +100,13 @@ const std::vector<KernelInfo> &getKernels();
 /// Returns the target of device index `device`.
 KernelInfo::Target targetOf(int device);
 
-/// Returns the kernels of one route on `target` that run with `C` channels,
-/// in manifest order: the configurations a call of the route may launch;
-/// throws if the manifest holds none.
-std::vector<const KernelInfo *> routeKernels(KernelInfo::Target target, Op op,
-                                             DType weight, DType bias,
-                                             Policy policy, int64_t C);
+/// Returns the kernels of one route on `target`, in manifest order: the
+/// configurations a call of the route may launch; throws if the manifest holds
+/// none, or one that cannot run with `C` channels (the launch contract asks C
+/// to suit every kernel).
+const std::vector<const KernelInfo *> &
+routeKernels(KernelInfo::Target target, Op op, DType weight, DType bias,
+             Policy policy, int64_t C);
 
 /// Returns the first of routeKernels: the kernel a call of the route launches
 /// where the route has one configuration (every bwd, every host kernel).
