@@ -10,7 +10,7 @@
 // CHECK: %[[TILES:.*]] = arith.muli %[[PARTS]], %[[GROUPS]]
 // CHECK: %[[LAST:.*]] = arith.minui %[[END]], %[[TILES]]
 // CHECK: scf.for %[[TILE:.*]] = %[[BEGIN]] to %[[LAST]]
-// CHECK:   cake.fwd_tile {{.*}} rows[{{.*}}) col
+// CHECK:   cake.fwd_tile {{.*}} rows[{{.*}}) shared_by %{{.*}} col
 // CHECK-NOT: scf.forall
 
 // The packed entry point reads every parameter as a 64-bit word, memrefs as

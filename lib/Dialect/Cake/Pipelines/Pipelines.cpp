@@ -33,8 +33,8 @@ void mlir::cake::buildCakeToKernelsPipeline(OpPassManager &pm,
                           options.reduceSlices, options.waves}));
   pm.addPass(createConvertCakeToGPUPass(
       ConvertCakeToGPUPassOptions{options.blockThreads}));
-  pm.addPass(createCakeExpandTilesPass(
-      CakeExpandTilesPassOptions{options.fastMath, options.searchFanout}));
+  pm.addPass(createCakeExpandTilesPass(CakeExpandTilesPassOptions{
+      options.fastMath, options.searchFanout, options.subgroupSearchProbes}));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addNestedPass<gpu::GPUFuncOp>(createCakeStageRowsPass());
   kernels.addNestedPass<gpu::GPUFuncOp>(createCakeUnrollRowsPass());
@@ -63,6 +63,7 @@ void mlir::cake::buildKernelsToNVVMPipeline(OpPassManager &pm,
   kernels.addPass(createConvertNVGPUToNVVMPass());
   ConvertGpuOpsToNVVMOpsOptions toNVVM;
   toNVVM.indexBitwidth = 64; // S * C may pass 2^31
+  toNVVM.hasRedux = true;     // sm_80 and later: a subgroup's i32 sums
   kernels.addPass(createConvertGpuOpsToNVVMOps(toNVVM));
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());

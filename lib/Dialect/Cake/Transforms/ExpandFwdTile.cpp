@@ -17,6 +17,7 @@
 #include "RowBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
 using namespace mlir;
 using namespace mlir::cake;
@@ -41,8 +42,7 @@ public:
       init.push_back(
           r.widen(r.loadRow(x, r.rowOffset(x, r.toIndex(token))), f32()));
     }
-    DocCursor doc =
-        r.seekDocument(op.getCuSeqlens(), first, options.searchFanout);
+    DocCursor doc = seekFirstDocument(first);
     llvm::append_range(init, doc.values());
     llvm::append_range(init, interiorRowsOf(doc).values());
     buildRowLoop(r.builder(), op.getLoc(), op.getFirst(), op.getEnd(), init,
@@ -53,6 +53,34 @@ public:
 
 private:
   Type f32() { return r.builder().getF32Type(); }
+
+  /// The cursor at `first`: searched by the subgroup where the options ask
+  /// for it and the subgroup shares the tile's rows, else by the thread.
+  DocCursor seekFirstDocument(Value first) {
+    Value cu = op.getCuSeqlens();
+    auto alone = [&] {
+      return r.seekDocument(cu, first, options.searchFanout).values();
+    };
+    if (!options.subgroupSearchProbes || !op.getSharedBy() ||
+        !op->getParentOfType<gpu::GPUFuncOp>())
+      return DocCursor::from(alone());
+    // A run of a multiple of the subgroup's lanes: the forall's extent is one
+    // too, and blocks are whole subgroups (#cake.tiling), so every lane of a
+    // subgroup is here, in the same run.
+    Value wholeSubgroups = arith::CmpIOp::create(
+        r.builder(), op.getLoc(), arith::CmpIPredicate::eq,
+        arith::RemUIOp::create(r.builder(), op.getLoc(), op.getSharedBy(),
+                               r.index(RowBuilder::kSubgroupLanes)),
+        r.index(0));
+    return DocCursor::from(buildBranches(
+        r.builder(), op.getLoc(), wholeSubgroups,
+        [&] {
+          return r
+              .seekDocumentInSubgroup(cu, first, options.subgroupSearchProbes)
+              .values();
+        },
+        alone));
+  }
 
   /// The step of `row`, a token of the tile (so a row of x) as an index.
   SmallVector<Value> rowStep(Value row, ValueRange state) {

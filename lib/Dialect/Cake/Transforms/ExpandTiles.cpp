@@ -79,7 +79,15 @@ struct CakeExpandTilesPass
           << int64_t(searchFanout);
       return signalPassFailure();
     }
-    TileExpansionOptions options{fastMath, searchFanout};
+    if (subgroupSearchProbes < 0 ||
+        (subgroupSearchProbes > 0 &&
+         !llvm::isPowerOf2_64(subgroupSearchProbes))) {
+      getOperation()->emitError("cake-expand-tiles: subgroup-search-probes "
+                                "must be 0 or a power of two, got ")
+          << int64_t(subgroupSearchProbes);
+      return signalPassFailure();
+    }
+    TileExpansionOptions options{fastMath, searchFanout, subgroupSearchProbes};
     RewritePatternSet patterns(&getContext());
     populateExpandFwdTilePatterns(patterns, options);
     populateExpandBwdTilePatterns(patterns, options);

@@ -16,6 +16,8 @@ struct TileExpansionOptions {
   bool fastMath;
   /// The pieces a step of the document search splits its range into.
   int64_t searchFanout;
+  /// Entries each lane reads a step of a subgroup's shared search; 0: none.
+  int64_t subgroupSearchProbes;
 };
 
 void populateExpandFwdTilePatterns(RewritePatternSet &patterns,

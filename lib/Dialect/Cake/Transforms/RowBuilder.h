@@ -64,6 +64,9 @@ struct RowView {
 /// (docs/kernel-abi.md).
 class RowBuilder {
 public:
+  /// The lanes of a GPU subgroup.
+  static constexpr int64_t kSubgroupLanes = 32;
+
   RowBuilder(OpBuilder &b, Location loc, int64_t lanes)
       : b(b), loc(loc), lanes(lanes) {}
 
@@ -130,6 +133,12 @@ public:
   /// once (a power of two; 2 is a binary search). In bounds and finite
   /// whatever cu_seqlens holds.
   DocCursor seekDocument(Value cuSeqlens, Value token, int64_t fanout);
+  /// seekDocument done together by the lanes of a subgroup, every one of
+  /// which reaches it with the same `token`: a step reads `probesPerLane`
+  /// entries a lane and splits the range into kSubgroupLanes * probesPerLane
+  /// pieces. GPU kernels only.
+  DocCursor seekDocumentInSubgroup(Value cuSeqlens, Value token,
+                                   int64_t probesPerLane);
   /// The cursor moved forward, entry by entry, to the document of `token`
   /// (at or after the cursor's). Ends whatever cu_seqlens holds.
   DocCursor advanceDocument(Value cuSeqlens, const DocCursor &cursor,

@@ -97,10 +97,11 @@ struct TileConv1dFwd : OpRewritePattern<Conv1dFwdOp> {
     TileCoordinates at =
         tileCoordinates(rewriter, loc, tile, *groups, op.getParts(), tokens,
                         tiling.getVectorChannels());
+    // A part's channel groups are consecutive tiles: they share its rows.
     FwdTileOp::create(rewriter, loc, op.getX(), op.getWeight(),
                       op.getCuSeqlens(), op.getBias(), op.getY(), at.first,
-                      at.end, at.col, op.getWidth(), op.getActivation(),
-                      tiling);
+                      at.end, /*shared_by=*/*groups, at.col, op.getWidth(),
+                      op.getActivation(), tiling);
     rewriter.eraseOp(op);
     return success();
   }

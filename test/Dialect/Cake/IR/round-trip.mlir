@@ -63,6 +63,7 @@ func.func @bwd_fp32(%x: memref<?x?xbf16>, %w: memref<?x4xbf16>, %cu: memref<?xi3
 // The tile-level ops and the activation math.
 // CHECK-LABEL: func.func @tiles
 // CHECK: cake.fwd_tile %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} : memref<?xf32> into %{{.*}} rows[%[[FIRST:.*]], %[[END:.*]]) col %[[COL:.*]] {activation = #cake.activation<silu>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 8, unroll = 1>, width = 4 : i64}
+// CHECK: cake.fwd_tile %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}} rows[%[[FIRST]], %[[END]]) shared_by %[[COL]] col %[[COL]] {activation = #cake.activation<none>
 // CHECK: cake.bwd_tile %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}}, %{{.*}} rows[%[[FIRST]], %[[END]]) col %[[COL]] part %{{.*}} {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<bf16>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 1>, width = 4 : i64}
 // CHECK: cake.partials_reduce %{{.*}} into %{{.*}}, %{{.*}} : memref<?xf32> : memref<?x?xf32> -> memref<?x4xf32>
 // CHECK: cake.silu %{{.*}} {approx} : vector<8xf32>
@@ -74,6 +75,10 @@ func.func @tiles(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>,
                  %col: index, %part: index, %v: vector<8xf32>, %s: f32) {
   cake.fwd_tile %x, %w, %cu bias %b : memref<?xf32> into %y rows [%first, %end) col %col
       {activation = #cake.activation<silu>, width = 4 : i64,
+       tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 8, unroll = 1>}
+      : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
+  cake.fwd_tile %x, %w, %cu into %y rows [%first, %end) shared_by %col col %col
+      {activation = #cake.activation<none>, width = 4 : i64,
        tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 8, unroll = 1>}
       : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
   cake.bwd_tile %x, %w, %cu, %x into %y, %p rows [%first, %end) col %col part %part

@@ -2,6 +2,7 @@
 // The PTX prints as one escaped string: one PTX line per line for FileCheck.
 // RUN: cake-opt %s --cake-to-ptx="chip=sm_90 features=+ptx80 stages=2" | sed -e 's/\\0A/\n/g' | FileCheck %s --check-prefix=PTX
 // RUN: cake-opt %s --cake-to-ptx | not grep -E "\\.extern|call\\.uni|__nv_"
+// RUN: cake-opt %s --cake-to-ptx="subgroup-search-probes=2" | sed -e 's/\\0A/\n/g' | FileCheck %s --check-prefix=SUBGROUP
 
 // The forward, from the op to an NVVM kernel: nothing of cake, nvgpu, scf or
 // the host function is left, and the kernel says its block size and tiling.
@@ -29,6 +30,13 @@
 // PTX: cp.async.wait_group {{.*}}0;
 // PTX-NEXT: $L__
 // PTX-NEXT: ret;
+// With the subgroup's search of cu_seqlens: its count is one redux.sync, and
+// its bounds' entries come by two indexed shuffles a step.
+// SUBGROUP-LABEL: .visible .entry fwd(
+// SUBGROUP: redux.sync.add.s32
+// SUBGROUP-COUNT-2: shfl.sync.idx.b32
+// SUBGROUP-NOT: redux.sync
+// SUBGROUP: ret;
 func.func @fwd(%x: memref<?x?xbf16>, %w: memref<?x4xbf16>, %cu: memref<?xi32>,
                %b: memref<?xbf16>, %y: memref<?x?xbf16>, %parts: index) {
   cake.conv1d_fwd %x, %w, %cu bias %b : memref<?xbf16> into %y parts %parts

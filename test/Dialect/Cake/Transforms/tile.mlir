@@ -4,7 +4,8 @@
 // RUN: cake-opt %s --split-input-file --cake-tile="reduce-slices=8 reduce-chains=2" | FileCheck %s --check-prefix=SLICES
 
 // The forward becomes one forall over (part, group) pairs, groups fastest;
-// part p covers the tokens [p * S / parts, (p + 1) * S / parts).
+// part p covers the tokens [p * S / parts, (p + 1) * S / parts), and its
+// groups, consecutive iterations, share those rows (shared_by).
 // CHECK-LABEL: func.func @fwd
 // CHECK-SAME: (%[[X:.*]]: memref<?x?xbf16>, %[[W:.*]]: memref<?x4xf32>, %[[CU:.*]]: memref<?xi32>, %[[B:.*]]: memref<?xf32>, %[[Y:.*]]: memref<?x?xbf16>, %[[PARTS:.*]]: index)
 // CHECK-DAG: %[[C:.*]] = memref.dim %[[X]], %c1
@@ -20,7 +21,7 @@
 // CHECK:   %[[NEXT:.*]] = arith.addi %[[PART]], %c1
 // CHECK:   %[[HI:.*]] = arith.muli %[[NEXT]], %[[S]]
 // CHECK:   %[[END:.*]] = arith.divui %[[HI]], %[[PARTS]]
-// CHECK:   cake.fwd_tile %[[X]], %[[W]], %[[CU]] bias %[[B]] : memref<?xf32> into %[[Y]] rows[%[[FIRST]], %[[END]]) col %[[COL]] {activation = #cake.activation<silu>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 4>, width = 4 : i64}
+// CHECK:   cake.fwd_tile %[[X]], %[[W]], %[[CU]] bias %[[B]] : memref<?xf32> into %[[Y]] rows[%[[FIRST]], %[[END]]) shared_by %[[GROUPS]] col %[[COL]] {activation = #cake.activation<silu>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 4>, width = 4 : i64}
 // CHECK-NOT: cake.conv1d_fwd
 // OPTS-LABEL: func.func @fwd
 // OPTS: cake.fwd_tile {{.*}} tiling = #cake.tiling<vector_channels = 4, block_threads = 256, stages = 2, unroll = 4, waves = 8>

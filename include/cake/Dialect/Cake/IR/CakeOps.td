@@ -115,13 +115,18 @@ def Cake_Conv1dBwdOp : Cake_Op<"conv1d_bwd", [AttrSizedOperandSegments]> {
 // Tile level
 //===----------------------------------------------------------------------===//
 
-def Cake_FwdTileOp : Cake_Op<"fwd_tile"> {
+def Cake_FwdTileOp : Cake_Op<"fwd_tile", [AttrSizedOperandSegments]> {
   let summary = "one thread's tile of the forward: taps, bias and activation";
   let description = [{
     Computes `y` of `cake.conv1d_fwd` for the tokens `[first, end)` and the
     channels `[col, col + vector_channels)`. Taps, bias and activation are
     fused: `x` is read once and `pre` never leaves registers. `tiling` says how
     the tile is fed (see `#cake.tiling`).
+
+    With `shared_by n`, the op is the body of an `scf.forall` whose
+    iterations come in runs of `n` consecutive ones, each run starting at a
+    multiple of `n`, that have the same `[first, end)`, and whose extent is a
+    multiple of `n`: threads of one run may search cu_seqlens together.
   }];
   let arguments = (ins
     Arg<Cake_Tokens, "", [MemRead]>:$x,
@@ -131,14 +136,16 @@ def Cake_FwdTileOp : Cake_Op<"fwd_tile"> {
     Arg<Cake_Tokens, "", [MemWrite]>:$y,
     Index:$first,
     Index:$end,
+    Optional<Index>:$shared_by,
     Index:$col,
     Cake_Width:$width,
     Cake_ActivationAttr:$activation,
     Cake_TilingAttr:$tiling);
   let assemblyFormat = [{
     $x `,` $weight `,` $cu_seqlens (`bias` $bias^ `:` type($bias))? `into` $y
-    `rows` `[` $first `,` $end `)` `col` $col attr-dict `:` type($x) `,`
-    type($weight) `,` type($cu_seqlens) `->` type($y)
+    `rows` `[` $first `,` $end `)` (`shared_by` $shared_by^)? `col` $col
+    attr-dict `:` type($x) `,` type($weight) `,` type($cu_seqlens) `->`
+    type($y)
   }];
   let hasVerifier = 1;
 }

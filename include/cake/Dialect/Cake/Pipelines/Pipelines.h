@@ -65,6 +65,12 @@ struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
       llvm::cl::desc("Pieces a step of a tile's document search splits its "
                      "range into"),
       llvm::cl::init(8)};
+  PassOptions::Option<int64_t> subgroupSearchProbes{
+      *this, "subgroup-search-probes",
+      llvm::cl::desc("Entries each lane reads a step where a subgroup's "
+                     "forward tiles search cu_seqlens together (0: every "
+                     "thread searches alone)"),
+      llvm::cl::init(0)};
 };
 
 /// Cake ops to `gpu.func` kernels in `gpu.module @cake_kernels`, expanded to
