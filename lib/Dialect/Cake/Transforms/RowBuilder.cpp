@@ -253,20 +253,13 @@ Value RowBuilder::nextStart(Value cuSeqlens, Value docIndex) {
   return select(lessThan(nextDoc, entries), value, never);
 }
 
-DocCursor RowBuilder::seekDocument(Value cuSeqlens, Value token,
-                                   int64_t fanout) {
-  assert(fanout >= 2 && llvm::isPowerOf2_64(fanout) && "fanout: 2, 4, 8...");
-  Value entries = memref::DimOp::create(b, loc, cuSeqlens, 0);
+DocCursor RowBuilder::searchDocument(Value cuSeqlens, SearchStep step) {
   // Invariant: cu[lo] <= token < cu[hi], with cu[entries] read as infinity.
-  // A step's probes split [lo, hi) into `fanout` pieces and are independent
-  // loads: the search waits for memory once a step, log_fanout(entries)
-  // times, where a binary search waits log_2(entries) times. Every probe is
-  // in [lo, hi), and a step narrows the range whatever the entries hold.
   // The entries at lo and hi travel with them, so that the cursor needs no
   // loads after the last step.
+  Value entries = memref::DimOp::create(b, loc, cuSeqlens, 0);
   Type indexType = b.getIndexType(), tokenType = b.getI32Type();
   Value never = constant(tokenType, std::numeric_limits<int32_t>::max());
-  Value shift = index(llvm::Log2_64(fanout));
   auto search = scf::WhileOp::create(
       b, loc, TypeRange{indexType, indexType, tokenType, tokenType},
       ValueRange{index(0), entries, loadEntry(cuSeqlens, index(0)), never},
@@ -275,112 +268,110 @@ DocCursor RowBuilder::seekDocument(Value cuSeqlens, Value token,
         scf::ConditionOp::create(b, loc, open, bounds);
       },
       [&](OpBuilder &, Location, ValueRange bounds) {
-        Value span = sub(bounds[1], bounds[0]);
-        SmallVector<Value> probes, entriesAt, atOrBelow;
-        for (int64_t k = 1; k < fanout; ++k) {
-          Value piece = arith::MulIOp::create(b, loc, span, index(k));
-          probes.push_back(arith::AddIOp::create(
-              b, loc, bounds[0], arith::ShRUIOp::create(b, loc, piece, shift)));
-          entriesAt.push_back(loadEntry(cuSeqlens, probes.back()));
-          atOrBelow.push_back(arith::CmpIOp::create(
-              b, loc, arith::CmpIPredicate::sle, entriesAt.back(), token));
-        }
-        // lo: the last probe at or below the token; hi: the first above it.
-        Value lo = bounds[0], hi = bounds[1], atLo = bounds[2],
-              atHi = bounds[3];
-        for (int64_t k = 0; k < fanout - 1; ++k) {
-          lo = select(atOrBelow[k], probes[k], lo);
-          atLo = select(atOrBelow[k], entriesAt[k], atLo);
-        }
-        for (int64_t k = fanout - 2; k >= 0; --k) {
-          hi = select(atOrBelow[k], hi, probes[k]);
-          atHi = select(atOrBelow[k], atHi, entriesAt[k]);
-        }
-        scf::YieldOp::create(b, loc, ValueRange{lo, hi, atLo, atHi});
+        scf::YieldOp::create(b, loc, step(bounds));
       });
   // With hi = lo + 1 (always, for cu_seqlens that hold documents), the entry
   // at hi is where the next document starts.
   return {search.getResult(0), search.getResult(2), search.getResult(3)};
 }
 
+Value RowBuilder::probeAt(Value lo, Value span, Value k, int64_t fanout) {
+  Value piece = arith::MulIOp::create(b, loc, span, k);
+  return arith::AddIOp::create(
+      b, loc, lo,
+      arith::ShRUIOp::create(b, loc, piece, index(llvm::Log2_64(fanout))));
+}
+
+DocCursor RowBuilder::seekDocument(Value cuSeqlens, Value token,
+                                   int64_t fanout) {
+  assert(fanout >= 2 && llvm::isPowerOf2_64(fanout) && "fanout: 2, 4, 8...");
+  // A step's probes split [lo, hi) into `fanout` pieces and are independent
+  // loads: the search waits for memory once a step, log_fanout(entries)
+  // times, where a binary search waits log_2(entries) times. Every probe is
+  // in [lo, hi), and a step narrows the range whatever the entries hold.
+  return searchDocument(cuSeqlens, [&](ValueRange bounds) {
+    Value span = sub(bounds[1], bounds[0]);
+    SmallVector<Value> probes, entriesAt, atOrBelow;
+    for (int64_t k = 1; k < fanout; ++k) {
+      probes.push_back(probeAt(bounds[0], span, index(k), fanout));
+      entriesAt.push_back(loadEntry(cuSeqlens, probes.back()));
+      atOrBelow.push_back(arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::sle, entriesAt.back(), token));
+    }
+    // lo: the last probe at or below the token; hi: the first above it.
+    Value lo = bounds[0], hi = bounds[1], atLo = bounds[2], atHi = bounds[3];
+    for (int64_t k = 0; k < fanout - 1; ++k) {
+      lo = select(atOrBelow[k], probes[k], lo);
+      atLo = select(atOrBelow[k], entriesAt[k], atLo);
+    }
+    for (int64_t k = fanout - 2; k >= 0; --k) {
+      hi = select(atOrBelow[k], hi, probes[k]);
+      atHi = select(atOrBelow[k], atHi, entriesAt[k]);
+    }
+    return SmallVector<Value>{lo, hi, atLo, atHi};
+  });
+}
+
 DocCursor RowBuilder::seekDocumentInSubgroup(Value cuSeqlens, Value token,
                                              int64_t probesPerLane) {
   assert(probesPerLane >= 1 && llvm::isPowerOf2_64(probesPerLane));
   int64_t fanout = kSubgroupLanes * probesPerLane;
-  Value entries = memref::DimOp::create(b, loc, cuSeqlens, 0);
+  Type tokenType = b.getI32Type();
   Value lane = gpu::LaneIdOp::create(b, loc, /*upper_bound=*/IntegerAttr());
   Value firstProbe = arith::MulIOp::create(b, loc, lane, index(probesPerLane));
-  Type indexType = b.getIndexType(), tokenType = b.getI32Type();
-  Value never = constant(tokenType, std::numeric_limits<int32_t>::max());
-  Value shift = index(llvm::Log2_64(fanout));
-  // The invariant, the probes and the entries carried are seekDocument's;
-  // probe k (1 .. fanout - 1) is lane (k - 1) / P's number (k - 1) % P. As
-  // cu_seqlens is sorted, the probes at or below the token are the first
-  // `count`, so that probe `count` is the new lo and probe `count + 1` the
-  // new hi (probe 0 is lo, probe fanout is hi). Were it not sorted, both
-  // would still be probes, hi at least lo, and the range would shrink.
-  auto search = scf::WhileOp::create(
-      b, loc, TypeRange{indexType, indexType, tokenType, tokenType},
-      ValueRange{index(0), entries, loadEntry(cuSeqlens, index(0)), never},
-      [&](OpBuilder &, Location, ValueRange bounds) {
-        Value open = lessThan(index(1), sub(bounds[1], bounds[0]));
-        scf::ConditionOp::create(b, loc, open, bounds);
-      },
-      [&](OpBuilder &, Location, ValueRange bounds) {
-        Value lo = bounds[0], hi = bounds[1], span = sub(hi, lo);
-        auto probe = [&](Value k) -> Value {
-          Value piece = arith::MulIOp::create(b, loc, span, k);
-          return arith::AddIOp::create(
-              b, loc, lo, arith::ShRUIOp::create(b, loc, piece, shift));
-        };
-        SmallVector<Value> entriesRead;
-        Value count = constant(tokenType, 0);
-        for (int64_t p = 0; p < probesPerLane; ++p) {
-          Value k = add(firstProbe, p + 1);
-          // Lane 31's last probe would be hi itself: it reads an entry in
-          // the range and counts nothing.
-          Value isProbe = lessThan(k, index(fanout));
-          Value entry = loadEntry(cuSeqlens, min(probe(k), add(hi, -1)));
-          Value below = both(isProbe, arith::CmpIOp::create(
-                                          b, loc, arith::CmpIPredicate::sle,
-                                          entry, token));
-          count = arith::AddIOp::create(
-              b, loc, count,
-              arith::ExtUIOp::create(b, loc, tokenType, below));
-          entriesRead.push_back(entry);
-        }
-        count = gpu::SubgroupReduceOp::create(
-            b, loc, count, gpu::AllReduceOperation::ADD, /*uniform=*/true);
-        Value k = toIndex(count);
-        // The entry of probe k, 1 <= k < fanout, from the lane that read it.
-        auto entryOfProbe = [&](Value k) -> Value {
-          Value at = add(k, -1);
-          Value slot = arith::RemUIOp::create(b, loc, at, index(probesPerLane));
-          Value mine = entriesRead[0];
-          for (int64_t p = 1; p < probesPerLane; ++p)
-            mine = select(arith::CmpIOp::create(b, loc,
-                                                arith::CmpIPredicate::eq,
-                                                slot, index(p)),
-                          entriesRead[p], mine);
-          Value source = arith::IndexCastOp::create(
-              b, loc, tokenType,
-              arith::DivUIOp::create(b, loc, at, index(probesPerLane)));
-          return gpu::ShuffleOp::create(b, loc, mine, source,
-                                        constant(tokenType, kSubgroupLanes),
-                                        gpu::ShuffleMode::IDX)
-              .getShuffleResult();
-        };
-        Value kAbove = add(k, 1);
-        Value atLo = select(
-            lessThan(index(0), k),
-            entryOfProbe(max(k, index(1))), bounds[2]);
-        Value atHi = select(lessThan(kAbove, index(fanout)),
-                            entryOfProbe(min(kAbove, index(fanout - 1))),
-                            bounds[3]);
-        scf::YieldOp::create(b, loc,
-                             ValueRange{probe(k), probe(kAbove), atLo, atHi});
-      });
-  return {search.getResult(0), search.getResult(2), search.getResult(3)};
+  // seekDocument's search, with probe k (1 .. fanout - 1) lane (k - 1) / P's
+  // number (k - 1) % P. As cu_seqlens is sorted, the probes at or below the
+  // token are the first `count`, so that probe `count` is the new lo and
+  // probe `count + 1` the new hi (probe 0 is lo, probe fanout is hi). Were it
+  // not sorted, both would still be probes, hi at least lo, and the range
+  // would shrink.
+  return searchDocument(cuSeqlens, [&](ValueRange bounds) {
+    Value lo = bounds[0], hi = bounds[1], span = sub(hi, lo);
+    SmallVector<Value> entriesRead;
+    Value count = constant(tokenType, 0);
+    for (int64_t p = 0; p < probesPerLane; ++p) {
+      Value k = add(firstProbe, p + 1);
+      // Lane 31's last probe would be hi itself: it reads an entry in the
+      // range and counts nothing.
+      Value isProbe = lessThan(k, index(fanout));
+      Value entry = loadEntry(cuSeqlens,
+                              min(probeAt(lo, span, k, fanout), add(hi, -1)));
+      Value below = both(isProbe, arith::CmpIOp::create(
+                                      b, loc, arith::CmpIPredicate::sle,
+                                      entry, token));
+      count = arith::AddIOp::create(
+          b, loc, count, arith::ExtUIOp::create(b, loc, tokenType, below));
+      entriesRead.push_back(entry);
+    }
+    count = gpu::SubgroupReduceOp::create(
+        b, loc, count, gpu::AllReduceOperation::ADD, /*uniform=*/true);
+    Value k = toIndex(count);
+    // The entry of probe k, 1 <= k < fanout, from the lane that read it.
+    auto entryOfProbe = [&](Value k) -> Value {
+      Value at = add(k, -1);
+      Value slot = arith::RemUIOp::create(b, loc, at, index(probesPerLane));
+      Value mine = entriesRead[0];
+      for (int64_t p = 1; p < probesPerLane; ++p)
+        mine = select(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                            slot, index(p)),
+                      entriesRead[p], mine);
+      Value source = arith::IndexCastOp::create(
+          b, loc, tokenType,
+          arith::DivUIOp::create(b, loc, at, index(probesPerLane)));
+      return gpu::ShuffleOp::create(b, loc, mine, source,
+                                    constant(tokenType, kSubgroupLanes),
+                                    gpu::ShuffleMode::IDX)
+          .getShuffleResult();
+    };
+    Value kAbove = add(k, 1);
+    Value atLo =
+        select(lessThan(index(0), k), entryOfProbe(max(k, index(1))), bounds[2]);
+    Value atHi = select(lessThan(kAbove, index(fanout)),
+                        entryOfProbe(min(kAbove, index(fanout - 1))),
+                        bounds[3]);
+    return SmallVector<Value>{probeAt(lo, span, k, fanout),
+                              probeAt(lo, span, kAbove, fanout), atLo, atHi};
+  });
 }
 
 DocCursor RowBuilder::advanceDocument(Value cuSeqlens, const DocCursor &cursor,

@@ -160,6 +160,14 @@ public:
   Value preactivation(ArrayRef<Value> taps, ArrayRef<Value> rows, Value bias);
 
 private:
+  /// A step of a document search: (lo, hi, cu[lo], cu[hi]) from the same.
+  using SearchStep = function_ref<SmallVector<Value>(ValueRange bounds)>;
+  /// The loop both seeks share: from [0, entries), with cu[0] and infinity,
+  /// `step` until hi = lo + 1; the cursor at lo.
+  DocCursor searchDocument(Value cuSeqlens, SearchStep step);
+  /// lo + (span * k) / fanout: where a step's k-th probe of `fanout` lies.
+  Value probeAt(Value lo, Value span, Value k, int64_t fanout);
+
   Value constant(Type type, int64_t value);
   Value loadEntry(Value cuSeqlens, Value index);
   Value nextStart(Value cuSeqlens, Value docIndex);
