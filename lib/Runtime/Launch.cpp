@@ -498,26 +498,18 @@ struct GpuForwardGrid {
 } // namespace
 
 /// The forward rule of docs/kernel-abi.md on a GPU that holds
-/// `residentThreads(i)` threads of `configs[i]` at once. Where documents
-/// average fewer tokens than the window, nearly every row is a document's edge
-/// and walks the cursor, and short parts' setup (search, window rows) costs
-/// more than waves win back: the route's first configuration at one wave
-/// (docs/benchmarks.md, 2026-12-07). Elsewhere each configuration at its
-/// waves: the one that fills them best among the first and those whose grid
-/// takes at least a whole wave. More rows in flight make a configuration
-/// faster on long documents unless its grid leaves much of a last wave idle;
-/// below a wave nothing was measured to beat the first. The forward sums
-/// nothing across parts, so y does not depend on the choice.
+/// `residentThreads(i)` threads of `configs[i]` at once: each configuration
+/// at its waves, the one that fills them best among the first and those whose
+/// grid takes at least a whole wave. More rows in flight make a configuration
+/// faster unless its grid leaves much of a last wave idle; below a wave
+/// nothing was measured to beat the first. Documents shorter than the window
+/// need no case of their own since a part's subgroup searches cu_seqlens
+/// together (docs/benchmarks.md, 2026-12-07). The forward sums nothing across
+/// parts, so y does not depend on the choice.
 template <typename ResidentThreads>
 static ForwardLaunch
 gpuForwardRuleOf(const std::vector<const KernelInfo *> &configs,
-                 ResidentThreads residentThreads, int64_t S, int64_t C,
-                 int64_t numDocs) {
-  const KernelInfo &first = *configs.front();
-  if (numDocs * first.width > S) {
-    GpuForwardGrid grid(first, residentThreads(0), S, C, 1);
-    return {grid.kernel, grid.parts};
-  }
+                 ResidentThreads residentThreads, int64_t S, int64_t C) {
   std::optional<GpuForwardGrid> best;
   for (size_t i = 0; i < configs.size(); ++i) {
     GpuForwardGrid grid(*configs[i], residentThreads(i), S, C,
@@ -535,14 +527,14 @@ gpuForwardRuleOf(const std::vector<const KernelInfo *> &configs,
 static ForwardLaunch
 forwardLaunchOn(const LoadedModule *module,
                 const std::vector<const KernelInfo *> &configs, int64_t S,
-                int64_t C, int64_t numDocs) {
+                int64_t C) {
   const KernelInfo &first = *configs.front();
   if (!module)
     return {&first, partsWithin(first, S, hostMaxParts(first, C))};
   return gpuForwardRuleOf(
       configs,
-      [&](size_t i) { return module->get(*configs[i]).residentThreads; }, S, C,
-      numDocs);
+      [&](size_t i) { return module->get(*configs[i]).residentThreads; }, S,
+      C);
 }
 
 void cake::runtime::forward(const ForwardArgs &args) {
@@ -568,15 +560,13 @@ void cake::runtime::forward(const ForwardArgs &args) {
     operands.memref(Operand::Bias, args.bias, {C});
 
   if (target == KernelInfo::Target::Host) {
-    ForwardLaunch launch =
-        forwardLaunchOn(nullptr, configs, S, C, args.numDocs);
+    ForwardLaunch launch = forwardLaunchOn(nullptr, configs, S, C);
     operands.index(Operand::Parts, launch.parts);
     return runOnHost(*launch.kernel, tileCount(*launch.kernel, launch.parts, C),
                      operands);
   }
   DeviceContextGuard guard(args.device);
-  ForwardLaunch launch =
-      forwardLaunchOn(&guard.module(), configs, S, C, args.numDocs);
+  ForwardLaunch launch = forwardLaunchOn(&guard.module(), configs, S, C);
   const KernelInfo &kernel = *launch.kernel;
   operands.index(Operand::Parts, launch.parts);
   Launch(kernel, guard.module().get(kernel).function,
@@ -596,9 +586,9 @@ ForwardLaunch cake::runtime::forwardLaunch(int device, DType weight, DType bias,
   if (S == 0)
     return {configs.front(), 0};
   if (target == KernelInfo::Target::Host)
-    return forwardLaunchOn(nullptr, configs, S, C, numDocs);
+    return forwardLaunchOn(nullptr, configs, S, C);
   DeviceContextGuard guard(device);
-  return forwardLaunchOn(&guard.module(), configs, S, C, numDocs);
+  return forwardLaunchOn(&guard.module(), configs, S, C);
 }
 
 ForwardLaunch
@@ -619,7 +609,7 @@ cake::runtime::gpuForwardRule(DType weight, DType bias, int64_t S, int64_t C,
   if (S == 0)
     return {configs.front(), 0};
   return gpuForwardRuleOf(
-      configs, [&](size_t i) { return residentThreads[i]; }, S, C, numDocs);
+      configs, [&](size_t i) { return residentThreads[i]; }, S, C);
 }
 
 void cake::runtime::backward(const BackwardArgs &args) {

@@ -449,7 +449,7 @@ H100_RESIDENT = [132 * 4 * 128, 132 * 7 * 128]
         (32768, 5376, 16, "_long", 1408),
         (65536, 8192, 64, "", 1056),  # 16.00 waves against 15.79
         (32768, 4096, 512, "_long", 1840),
-        (32768, 4096, 16384, "", 132),  # documents shorter than W: one wave
+        (32768, 4096, 16384, "_long", 1840),  # documents shorter than W: the same
         (2000, 1024, 3, "", 125),  # the second's grid is under a wave
         (8192, 16384, 4, "_long", 448),  # as full: more threads resident
         (0, 64, 0, "", 0),

@@ -198,8 +198,6 @@ def test_forward_launch_reaches_every_configuration(device):
     for S, C, docs in FORWARD_LAUNCH_SHAPES:
         name, parts = extension.forward_launch(S, C, "f32", "f32", docs, index)
         assert name in configs and 1 <= parts <= S
-        if docs * 4 > S:
-            assert name == configs[0], (S, C, docs)
         first_shape_of.setdefault(name, (S, C, docs))
     assert sorted(first_shape_of) == sorted(configs)
     for S, C, docs in first_shape_of.values():

@@ -58,17 +58,18 @@ static llvm::cl::opt<std::string> forwardTiling(
     llvm::cl::init("#cake.tiling<vector_channels = 8, block_threads = 128, "
                    "stages = 4, unroll = 4, waves = 16>"));
 // A second forward configuration on the GPU, which the runtime's rule picks
-// where documents are long and its grid fills its waves best
-// (docs/kernel-abi.md): 4 channels a thread at 72 registers hold 7 blocks an
-// SM and 8 stages, 57 KB of rows in flight an SM against 32 KB. On the H100,
-// 1-4% faster than the first on five shapes of eight, slower at one wave and
-// on grids of few waves (docs/benchmarks.md, 2026-12-07). Empty: none.
+// where its grid fills its waves best (docs/kernel-abi.md): 4 channels a
+// thread at 64-72 registers hold 7-8 blocks an SM and 8 stages, 57 KB of rows
+// in flight an SM against 32 KB. On the H100, 1-4% faster than the first on
+// five shapes of eight, slower on grids of few waves (docs/benchmarks.md,
+// 2026-12-07). Unroll 1: at 2, with the subgroup's search and its fallback,
+// ptxas takes 80 registers (6 blocks an SM). Empty: none.
 static llvm::cl::opt<std::string> forwardLongTiling(
     "fwd-long-tiling",
     llvm::cl::desc("#cake.tiling of the GPU's second forward configuration, "
                    "for long documents (empty: none)"),
     llvm::cl::init("#cake.tiling<vector_channels = 4, block_threads = 128, "
-                   "stages = 8, unroll = 2, waves = 16>"));
+                   "stages = 8, unroll = 1, waves = 16>"));
 // 216 registers instead of ptxas's own 229-234: the same 8 warps an SM, a
 // schedule with fewer stall cycles, 3-6% faster on the H200
 // (docs/design.md; the measurements in docs/benchmark-history.md, 2026-12-04).

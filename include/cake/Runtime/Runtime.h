@@ -121,10 +121,11 @@ struct ForwardLaunch {
 
 /// Returns the ForwardLaunch of a call over S tokens of `numDocs` documents on
 /// device `device`: the host rule of docs/kernel-abi.md over the route's
-/// configurations. The first one on the host, and at one wave where documents
-/// average fewer than `width` tokens; else, of the first and those whose grid
-/// takes a whole wave, the one whose grid leaves the smallest share of its
-/// waves idle (ties: the one the device holds more threads of).
+/// configurations. The first one on the host; on a GPU, of the first and
+/// those whose grid takes a whole wave, the one whose grid leaves the
+/// smallest share of its waves idle (ties: the one the device holds more
+/// threads of). The sizes are checked as a forward call checks them; the
+/// choice does not depend on `numDocs`.
 ForwardLaunch forwardLaunch(int device, DType weight, DType bias, int64_t S,
                             int64_t C, int64_t numDocs);
 

@@ -70,7 +70,7 @@ struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
       llvm::cl::desc("Entries each lane reads a step where a subgroup's "
                      "forward tiles search cu_seqlens together (0: every "
                      "thread searches alone)"),
-      llvm::cl::init(0)};
+      llvm::cl::init(1)};
 };
 
 /// Cake ops to `gpu.func` kernels in `gpu.module @cake_kernels`, expanded to
