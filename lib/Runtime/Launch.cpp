@@ -403,8 +403,9 @@ static void checkOneOf(const char *name, E value,
 /// its rows in flight, far fewer than the margin.
 constexpr int64_t kMaxTokens = (int64_t(1) << 31) - (int64_t(1) << 16);
 
-/// Throws unless S, C and numDocs make sense.
-static void checkSizes(int64_t S, int64_t C, int64_t numDocs) {
+/// Throws unless S, C and numDocs make sense (the forward's rule has no
+/// documents to check).
+static void checkSizes(int64_t S, int64_t C, int64_t numDocs = 0) {
   if (S < 0 || C <= 0 || numDocs < 0)
     throw std::runtime_error("cake: bad sizes S=" + std::to_string(S) +
                              " C=" + std::to_string(C) +
@@ -575,12 +576,11 @@ void cake::runtime::forward(const ForwardArgs &args) {
 }
 
 ForwardLaunch cake::runtime::forwardLaunch(int device, DType weight, DType bias,
-                                           int64_t S, int64_t C,
-                                           int64_t numDocs) {
+                                           int64_t S, int64_t C) {
   KernelInfo::Target target = targetOf(device);
   if (target == KernelInfo::Target::Gpu)
     getDriver();
-  checkSizes(S, C, numDocs);
+  checkSizes(S, C);
   const std::vector<const KernelInfo *> &configs =
       routeKernels(target, Op::Fwd, weight, bias, Policy::None, C);
   if (S == 0)
@@ -593,9 +593,8 @@ ForwardLaunch cake::runtime::forwardLaunch(int device, DType weight, DType bias,
 
 ForwardLaunch
 cake::runtime::gpuForwardRule(DType weight, DType bias, int64_t S, int64_t C,
-                              int64_t numDocs,
                               const std::vector<int64_t> &residentThreads) {
-  checkSizes(S, C, numDocs);
+  checkSizes(S, C);
   const std::vector<const KernelInfo *> &configs = routeKernels(
       KernelInfo::Target::Gpu, Op::Fwd, weight, bias, Policy::None, C);
   if (residentThreads.size() != configs.size())

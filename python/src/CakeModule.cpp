@@ -131,20 +131,20 @@ static int64_t backwardParts(int64_t S, int64_t C, const std::string &weight,
 
 static std::pair<std::string, int64_t>
 forwardLaunchOf(int64_t S, int64_t C, const std::string &weight,
-                const std::string &bias, int64_t numDocs, int device) {
+                const std::string &bias, int device) {
   ForwardLaunch launch =
       forwardLaunch(device, dtypeNamed(weight, "weight_dtype"),
-                    dtypeNamed(bias, "bias_dtype"), S, C, numDocs);
+                    dtypeNamed(bias, "bias_dtype"), S, C);
   return {launch.kernel->name, launch.parts};
 }
 
 static std::pair<std::string, int64_t>
 gpuForwardRuleOf(int64_t S, int64_t C, const std::string &weight,
-                 const std::string &bias, int64_t numDocs,
+                 const std::string &bias,
                  const std::vector<int64_t> &residentThreads) {
-  ForwardLaunch launch = gpuForwardRule(dtypeNamed(weight, "weight_dtype"),
-                                        dtypeNamed(bias, "bias_dtype"), S, C,
-                                        numDocs, residentThreads);
+  ForwardLaunch launch =
+      gpuForwardRule(dtypeNamed(weight, "weight_dtype"),
+                     dtypeNamed(bias, "bias_dtype"), S, C, residentThreads);
   return {launch.kernel->name, launch.parts};
 }
 
@@ -203,12 +203,12 @@ PYBIND11_MODULE(_C, m) {
         "The partial rows a backward over S tokens sums the weight gradient "
         "in: part r covers the tokens [r * S / R, (r + 1) * S / R).");
   m.def("forward_launch", &forwardLaunchOf, py::arg("S"), py::arg("C"),
-        py::arg("weight_dtype"), py::arg("bias_dtype"), py::arg("num_docs"),
-        py::arg("device_index"), py::call_guard<py::gil_scoped_release>(),
+        py::arg("weight_dtype"), py::arg("bias_dtype"), py::arg("device_index"),
+        py::call_guard<py::gil_scoped_release>(),
         "The forward kernel (its manifest name) and parts a forward over S "
-        "tokens of num_docs documents launches (docs/kernel-abi.md).");
+        "tokens launches, whatever its documents (docs/kernel-abi.md).");
   m.def("gpu_forward_rule", &gpuForwardRuleOf, py::arg("S"), py::arg("C"),
-        py::arg("weight_dtype"), py::arg("bias_dtype"), py::arg("num_docs"),
+        py::arg("weight_dtype"), py::arg("bias_dtype"),
         py::arg("resident_threads"),
         "forward_launch's rule on a GPU that holds resident_threads[i] threads "
         "of the route's i-th forward configuration at once; needs no GPU.");

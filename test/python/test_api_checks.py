@@ -442,20 +442,19 @@ H100_RESIDENT = [132 * 4 * 128, 132 * 7 * 128]
 
 
 @pytest.mark.parametrize(
-    "S, C, docs, config, parts",
+    "S, C, config, parts",
     [
-        (4096, 2048, 2, "", 256),  # the second's grid, 1.11 waves, fills worse
-        (16384, 4096, 8, "_long", 1024),
-        (32768, 5376, 16, "_long", 1408),
-        (65536, 8192, 64, "", 1056),  # 16.00 waves against 15.79
-        (32768, 4096, 512, "_long", 1840),
-        (32768, 4096, 16384, "_long", 1840),  # documents shorter than W: the same
-        (2000, 1024, 3, "", 125),  # the second's grid is under a wave
-        (8192, 16384, 4, "_long", 448),  # as full: more threads resident
-        (0, 64, 0, "", 0),
+        (4096, 2048, "", 256),  # the second's grid, 1.11 waves, fills worse
+        (16384, 4096, "_long", 1024),
+        (32768, 5376, "_long", 1408),
+        (65536, 8192, "", 1056),  # 16.00 waves against 15.79
+        (32768, 4096, "_long", 1840),
+        (2000, 1024, "", 125),  # the second's grid is under a wave
+        (8192, 16384, "_long", 448),  # as full: more threads resident
+        (0, 64, "", 0),
     ],
 )
-def test_gpu_forward_rule(S, C, docs, config, parts):
+def test_gpu_forward_rule(S, C, config, parts):
     # The forward's host rule (docs/kernel-abi.md), computed without a GPU for an
     # H100's residency, against the grids worked out by hand.
     gpu_forwards = {
@@ -464,12 +463,18 @@ def test_gpu_forward_rule(S, C, docs, config, parts):
         if (k["target"], k["op"], k["weight"], k["bias"]) == ("gpu", "fwd", "f32", "f32")
     }
     assert gpu_forwards == {"cake_fwd_wf32_bf32", "cake_fwd_wf32_bf32_long"}
-    got = cake._C.gpu_forward_rule(S, C, "f32", "f32", docs, H100_RESIDENT)
+    got = cake._C.gpu_forward_rule(S, C, "f32", "f32", H100_RESIDENT)
     assert got == ("cake_fwd_wf32_bf32" + config, parts)
 
 
 def test_gpu_forward_rule_needs_a_count_per_configuration():
     with pytest.raises(RuntimeError, match="1 resident thread counts for 2 forward"):
-        cake._C.gpu_forward_rule(4096, 64, "f32", "f32", 2, [67584])
+        cake._C.gpu_forward_rule(4096, 64, "f32", "f32", [67584])
     with pytest.raises(RuntimeError, match="resident threads must be positive"):
-        cake._C.gpu_forward_rule(4096, 64, "f32", "f32", 2, [67584, 0])
+        cake._C.gpu_forward_rule(4096, 64, "f32", "f32", [67584, 0])
+
+
+@pytest.mark.parametrize("S, C", [(-1, 64), (4096, 0), (2**31 - 2**16 + 1, 64)])
+def test_gpu_forward_rule_checks_sizes_as_a_forward_does(S, C):
+    with pytest.raises(RuntimeError, match="bad sizes|more than the kernels take"):
+        cake._C.gpu_forward_rule(S, C, "f32", "f32", H100_RESIDENT)

@@ -119,21 +119,19 @@ struct ForwardLaunch {
   int64_t parts;
 };
 
-/// Returns the ForwardLaunch of a call over S tokens of `numDocs` documents on
-/// device `device`: the host rule of docs/kernel-abi.md over the route's
-/// configurations. The first one on the host; on a GPU, of the first and
-/// those whose grid takes a whole wave, the one whose grid leaves the
-/// smallest share of its waves idle (ties: the one the device holds more
-/// threads of). The sizes are checked as a forward call checks them; the
-/// choice does not depend on `numDocs`.
+/// Returns the ForwardLaunch of a call over S tokens on device `device`: the
+/// host rule of docs/kernel-abi.md over the route's configurations. The first
+/// one on the host; on a GPU, of the first and those whose grid takes a whole
+/// wave, the one whose grid leaves the smallest share of its waves idle (ties:
+/// the one the device holds more threads of). S and C are checked as a
+/// forward call checks them.
 ForwardLaunch forwardLaunch(int device, DType weight, DType bias, int64_t S,
-                            int64_t C, int64_t numDocs);
+                            int64_t C);
 
 /// forwardLaunch's rule for a GPU that holds `residentThreads[i]` threads of
 /// the route's i-th GPU forward configuration at once, without one: what the
 /// rule picks on any device, for tests.
 ForwardLaunch gpuForwardRule(DType weight, DType bias, int64_t S, int64_t C,
-                             int64_t numDocs,
                              const std::vector<int64_t> &residentThreads);
 
 /// Returns the kernel that waits for `kernel` (the reduce of a bwd); throws if
