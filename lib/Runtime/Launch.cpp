@@ -403,17 +403,23 @@ static void checkOneOf(const char *name, E value,
 /// its rows in flight, far fewer than the margin.
 constexpr int64_t kMaxTokens = (int64_t(1) << 31) - (int64_t(1) << 16);
 
-/// Throws unless S, C and numDocs make sense (the forward's rule has no
-/// documents to check).
-static void checkSizes(int64_t S, int64_t C, int64_t numDocs = 0) {
-  if (S < 0 || C <= 0 || numDocs < 0)
+/// Throws unless S and C make sense.
+static void checkSizes(int64_t S, int64_t C) {
+  if (S < 0 || C <= 0)
     throw std::runtime_error("cake: bad sizes S=" + std::to_string(S) +
-                             " C=" + std::to_string(C) +
-                             " num_docs=" + std::to_string(numDocs));
+                             " C=" + std::to_string(C));
   if (S > kMaxTokens)
     throw std::runtime_error("cake: S=" + std::to_string(S) +
                              " tokens is more than the kernels take, " +
                              std::to_string(kMaxTokens) + " (2^31 - 2^16)");
+}
+
+/// Throws unless the sizes of a call over `numDocs` documents make sense.
+static void checkSizes(int64_t S, int64_t C, int64_t numDocs) {
+  checkSizes(S, C);
+  if (numDocs < 0)
+    throw std::runtime_error("cake: bad sizes num_docs=" +
+                             std::to_string(numDocs));
 }
 
 //===----------------------------------------------------------------------===//

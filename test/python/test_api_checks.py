@@ -422,13 +422,22 @@ def test_alignment_rules_are_the_manifests():
 
 
 @pytest.mark.parametrize("launch", ["forward", "backward"])
-def test_launch_rejects_more_tokens_than_the_kernels_count(launch):
-    # The kernels count tokens in 32 bits with room for the rows a loop runs
-    # past S; the runtime refuses a larger S before it reads any buffer, so
-    # these pointers are never followed.
-    sizes = dict(S=2**31 - 2**16 + 1, C=8, num_docs=1, weight_dtype="f32", bias_dtype="none")
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        # The kernels count tokens in 32 bits with room for the rows a loop
+        # runs past S.
+        (dict(S=2**31 - 2**16 + 1), r"S=2147418113 tokens is more than the kernels take"),
+        (dict(C=0), r"bad sizes S=8 C=0"),
+        (dict(num_docs=-1), r"bad sizes num_docs=-1"),
+    ],
+)
+def test_launch_rejects_bad_sizes(launch, bad, message):
+    # The runtime refuses them before it reads any buffer, so these pointers
+    # are never followed.
+    sizes = dict(S=8, C=8, num_docs=1, weight_dtype="f32", bias_dtype="none") | bad
     where = dict(device_index=-1, stream=0)
-    with pytest.raises(RuntimeError, match=r"S=2147418113 tokens is more than the kernels take"):
+    with pytest.raises(RuntimeError, match=message):
         if launch == "forward":
             cake._C.forward(x=0, weight=0, cu_seqlens=0, bias=0, y=0, **sizes, **where)
         else:
