@@ -422,6 +422,21 @@ static void checkSizes(int64_t S, int64_t C, int64_t numDocs) {
                              std::to_string(numDocs));
 }
 
+/// Throws unless the weight and bias dtypes are ones the kernels take.
+static void checkParameterDtypes(DType weight, DType bias) {
+  checkOneOf("weight_dtype", weight, {DType::F32, DType::BF16});
+  checkOneOf("bias_dtype", bias, {DType::None, DType::F32, DType::BF16});
+}
+
+/// The target of a call on `device`. On a GPU the driver loads first, so
+/// that a machine without one says so before any argument is judged.
+static KernelInfo::Target callTarget(int device) {
+  KernelInfo::Target target = targetOf(device);
+  if (target == KernelInfo::Target::Gpu)
+    getDriver();
+  return target;
+}
+
 //===----------------------------------------------------------------------===//
 // Grid shape
 //===----------------------------------------------------------------------===//
@@ -545,13 +560,9 @@ forwardLaunchOn(const LoadedModule *module,
 }
 
 void cake::runtime::forward(const ForwardArgs &args) {
-  KernelInfo::Target target = targetOf(args.device);
-  if (target == KernelInfo::Target::Gpu)
-    getDriver();
+  KernelInfo::Target target = callTarget(args.device);
   checkSizes(args.S, args.C, args.numDocs);
-  checkOneOf("weight_dtype", args.weightDtype, {DType::F32, DType::BF16});
-  checkOneOf("bias_dtype", args.biasDtype,
-             {DType::None, DType::F32, DType::BF16});
+  checkParameterDtypes(args.weightDtype, args.biasDtype);
   const std::vector<const KernelInfo *> &configs = routeKernels(
       target, Op::Fwd, args.weightDtype, args.biasDtype, Policy::None, args.C);
   if (args.S == 0)
@@ -583,9 +594,7 @@ void cake::runtime::forward(const ForwardArgs &args) {
 
 ForwardLaunch cake::runtime::forwardLaunch(int device, DType weight, DType bias,
                                            int64_t S, int64_t C) {
-  KernelInfo::Target target = targetOf(device);
-  if (target == KernelInfo::Target::Gpu)
-    getDriver();
+  KernelInfo::Target target = callTarget(device);
   checkSizes(S, C);
   const std::vector<const KernelInfo *> &configs =
       routeKernels(target, Op::Fwd, weight, bias, Policy::None, C);
@@ -618,13 +627,9 @@ cake::runtime::gpuForwardRule(DType weight, DType bias, int64_t S, int64_t C,
 }
 
 void cake::runtime::backward(const BackwardArgs &args) {
-  KernelInfo::Target target = targetOf(args.device);
-  if (target == KernelInfo::Target::Gpu)
-    getDriver();
+  KernelInfo::Target target = callTarget(args.device);
   checkSizes(args.S, args.C, args.numDocs);
-  checkOneOf("weight_dtype", args.weightDtype, {DType::F32, DType::BF16});
-  checkOneOf("bias_dtype", args.biasDtype,
-             {DType::None, DType::F32, DType::BF16});
+  checkParameterDtypes(args.weightDtype, args.biasDtype);
   checkOneOf("policy", args.policy, {Policy::BF16, Policy::FP32});
   const KernelInfo &bwd = selectKernel(target, Op::Bwd, args.weightDtype,
                                        args.biasDtype, args.policy, args.C);
