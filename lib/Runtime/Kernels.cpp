@@ -212,6 +212,11 @@ static KernelInfo parseKernel(const std::vector<std::string_view> &tokens,
   kernel.acc = field(parseDType, "acc", DType::None, DType::F32, DType::F64);
   kernel.block = parser.takeInt("block", 1);
   kernel.waves = parser.takeInt("waves", 1);
+  kernel.maxPartTokens = parser.takeInt("max_part_tokens", 0);
+  if (kernel.maxPartTokens != 0 && kernel.op != Op::Fwd)
+    throw parser.error("max_part_tokens is a forward's: a " +
+                       std::string(tokens[1]) +
+                       "'s parts must be bounded by C and the device");
   kernel.vectorChannels = parser.takeInt("vector_channels", 1);
   kernel.lanesPerItem = parser.takeInt("lanes_per_item", 1);
   if (kernel.target == KernelInfo::Target::Host && kernel.lanesPerItem != 1)
@@ -276,8 +281,8 @@ static std::vector<KernelInfo> parseManifest(std::string_view text) {
       continue;
     if (!sawHeader) {
       if (tokens.size() != 2 || tokens[0] != "cake-manifest" ||
-          tokens[1] != "5")
-        throw manifestError(lineNo, "expected 'cake-manifest 5'");
+          tokens[1] != "6")
+        throw manifestError(lineNo, "expected 'cake-manifest 6'");
       sawHeader = true;
       continue;
     }

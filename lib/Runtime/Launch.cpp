@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -488,6 +489,24 @@ static int64_t tileCount(const KernelInfo &kernel, int64_t parts, int64_t C) {
   return parts * (C / kernel.vectorChannels);
 }
 
+/// The most parts a GPU forward in `kernel`'s configuration splits S tokens
+/// into: its waves, or more where those would make parts longer than its
+/// max_part_tokens.
+static int64_t gpuForwardMaxParts(const KernelInfo &kernel, int64_t S,
+                                  int64_t C, int64_t residentThreads) {
+  int64_t byWaves = gpuMaxParts(kernel, C, residentThreads, kernel.waves);
+  if (kernel.maxPartTokens == 0)
+    return byWaves;
+  return std::max(byWaves, ceilDiv(S, kernel.maxPartTokens));
+}
+
+/// The share of their waves within which two forward grids count as filling
+/// them alike. Past a few waves blocks do not run in lockstep, and a last
+/// wave's idle slots cost less than they count: at 65536 x 8192 on the H100
+/// the `_long` configuration in parts of 18 tokens, 98.5% filled, was 5%
+/// faster than the first, 100% (docs/benchmarks.md, 2026-12-07).
+static constexpr double kFillTolerance = 0.02;
+
 namespace {
 /// The grid of a GPU forward in one configuration, and how well it fills the
 /// device's waves.
@@ -499,20 +518,23 @@ struct GpuForwardGrid {
   int64_t residentBlocks, slots;
 
   GpuForwardGrid(const KernelInfo &kernel, int64_t residentThreads, int64_t S,
-                 int64_t C, int64_t waves)
+                 int64_t C)
       : kernel(&kernel),
         parts(partsWithin(kernel, S,
-                          gpuMaxParts(kernel, C, residentThreads, waves))),
+                          gpuForwardMaxParts(kernel, S, C, residentThreads))),
         blocks(ceilDiv(tileCount(kernel, parts, C), kernel.block)),
         residentBlocks(std::max<int64_t>(1, residentThreads / kernel.block)),
         slots(ceilDiv(blocks, residentBlocks) * residentBlocks) {}
 
-  /// Whether this grid leaves less of its waves idle than `other`, or as
-  /// little with more threads (rows in flight) resident.
+  /// The share of its waves' block slots the grid fills.
+  double filled() const { return double(blocks) / double(slots); }
+
+  /// Whether this grid leaves less of its waves idle than `other`, past
+  /// kFillTolerance, or about as little with more threads (rows in flight)
+  /// resident.
   bool fillsBetterThan(const GpuForwardGrid &other) const {
-    int64_t mine = blocks * other.slots, theirs = other.blocks * slots;
-    if (mine != theirs)
-      return mine > theirs;
+    if (std::abs(filled() - other.filled()) > kFillTolerance)
+      return filled() > other.filled();
     return residentBlocks * kernel->block >
            other.residentBlocks * other.kernel->block;
   }
@@ -521,9 +543,10 @@ struct GpuForwardGrid {
 
 /// The forward rule of docs/kernel-abi.md on a GPU that holds
 /// `residentThreads(i)` threads of `configs[i]` at once: each configuration
-/// at its waves, the one that fills them best among the first and those whose
-/// grid takes at least a whole wave. More rows in flight make a configuration
-/// faster unless its grid leaves much of a last wave idle; below a wave
+/// at its waves and longest part, the one that fills them best among the
+/// first and those whose grid takes at least a whole wave. More rows in
+/// flight make a configuration faster unless its grid leaves much of a last
+/// wave idle; below a wave
 /// nothing was measured to beat the first. Documents shorter than the window
 /// need no case of their own since a part's subgroup searches cu_seqlens
 /// together (docs/benchmarks.md, 2026-12-07). The forward sums nothing across
@@ -534,8 +557,7 @@ gpuForwardRuleOf(const std::vector<const KernelInfo *> &configs,
                  ResidentThreads residentThreads, int64_t S, int64_t C) {
   std::optional<GpuForwardGrid> best;
   for (size_t i = 0; i < configs.size(); ++i) {
-    GpuForwardGrid grid(*configs[i], residentThreads(i), S, C,
-                        configs[i]->waves);
+    GpuForwardGrid grid(*configs[i], residentThreads(i), S, C);
     if (!best)
       best = grid;
     else if (grid.blocks >= grid.residentBlocks && grid.fillsBetterThan(*best))

@@ -42,6 +42,7 @@ static py::list getKernelDicts() {
     entry["acc"] = nameOf(kernel.acc);
     entry["block"] = kernel.block;
     entry["waves"] = kernel.waves;
+    entry["max_part_tokens"] = kernel.maxPartTokens;
     entry["vector_channels"] = kernel.vectorChannels;
     entry["width"] = kernel.width;
     entry["waits_for"] = kernel.waitsFor.empty() ? "none" : kernel.waitsFor;

@@ -454,12 +454,14 @@ H100_RESIDENT = [132 * 4 * 128, 132 * 7 * 128]
     "S, C, config, parts",
     [
         (4096, 2048, "", 256),  # the second's grid, 1.11 waves, fills worse
-        (16384, 4096, "_long", 1024),
-        (32768, 5376, "_long", 1408),
-        (65536, 8192, "", 1056),  # 16.00 waves against 15.79
-        (32768, 4096, "_long", 1840),
+        (16384, 4096, "_long", 1024),  # parts of 16 tokens, the shortest
+        (32768, 5376, "_long", 1821),  # 16 waves would be 1408 parts of 23
+        (65536, 8192, "_long", 3641),  # 98.5% full against 100%: within 2 points
+        (131072, 4096, "_long", 7282),
+        (32768, 4096, "_long", 1840),  # 16 waves: parts of 17.8 tokens
         (2000, 1024, "", 125),  # the second's grid is under a wave
-        (8192, 16384, "_long", 448),  # as full: more threads resident
+        (8192, 16384, "_long", 456),
+        (65536, 1024, "_long", 4096),
         (0, 64, "", 0),
     ],
 )

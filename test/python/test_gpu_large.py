@@ -1,21 +1,28 @@
 # SPDX-License-Identifier: Apache-2.0
-"""More than 2**31 elements: offsets past int32 range in every kernel.
+"""Large launches on the GPU.
 
-x is [S, 4096] bf16 with S = 2**31 // 4096 + 64 (4.3 GB per tensor, about 18 GB in
-all). y and dx are compared on row windows (around element 2**31, where a document
-starts, and the last rows, across another document start) against the reference
-computed on just those rows' neighbourhoods; dweight and dbias against the reference
-summed window by window over all rows.
+More than 2**31 elements: offsets past int32 range in every kernel. x is [S, 4096]
+bf16 with S = 2**31 // 4096 + 64 (4.3 GB per tensor, about 18 GB in all). y and dx
+are compared on row windows (around element 2**31, where a document starts, and the
+last rows, across another document start) against the reference computed on just
+those rows' neighbourhoods; dweight and dbias against the reference summed window by
+window over all rows.
+
+A forward whose parts its max_part_tokens sets, more than its waves allow: 20000 x
+8192 (164M elements), all outputs against the reference.
 """
 
+import cake
 import pytest
 import torch
 from cake_testing import (
     accumulation_rel,
     assert_close,
     assert_exact,
+    assert_outputs,
     make_case,
     param_tolerance,
+    random_lengths,
     reference_window,
     requires_cake_gpu,
     rows,
@@ -53,3 +60,17 @@ def test_more_than_2_pow_31_elements():
     for name, got in (("dweight", dweight), ("dbias", dbias)):
         ref, terms, slack = sums[name], sums[name + "_terms"], sums[name + "_slack"]
         assert_close(name, got, ref, param_tolerance(ref, terms, slack, got.dtype, rel, case.S))
+
+
+def test_forward_in_parts_of_its_longest_part():
+    # On a Hopper GPU the route's `_long` configuration holds about 57 parts of
+    # 8192 channels a wave, 912 in its 16 waves: 22 tokens each, past its longest.
+    S, C = 20_000, 8192
+    case = make_case(random_lengths(S, 8, seed=41), C, seed=42)
+    extension, index = cake._ops.require_supported(case.x.device)
+    name, parts = extension.forward_launch(S, C, "f32", "f32", index)
+    longest = {k["name"]: k["max_part_tokens"] for k in extension.kernels() if k["target"] == "gpu"}
+    assert longest[name] > 0, f"{name} has no longest part"
+    assert parts == -(-S // longest[name]), f"{name}: {parts} parts, not S / max_part_tokens"
+    y, dx, dweight, dbias = run_into_buffers(case)
+    assert_outputs(case, y=y, dx=dx, dweight=dweight, dbias=dbias)

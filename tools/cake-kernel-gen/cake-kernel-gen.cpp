@@ -63,13 +63,18 @@ static llvm::cl::opt<std::string> forwardTiling(
 // in flight an SM against 32 KB. On the H100, 1-4% faster than the first on
 // five shapes of eight, slower on grids of few waves (docs/benchmarks.md,
 // 2026-12-07). Unroll 1: at 2, with the subgroup's search and its fallback,
-// ptxas takes 80 registers (6 blocks an SM). Empty: none.
+// ptxas takes 80 registers (6 blocks an SM). Parts of at most 18 tokens,
+// where 16 waves would make them longer: at 65536 x 8192 and 131072 x 4096,
+// 5% faster than parts of 72 (and 36: no faster), 2.7% at 32768 x 5376 in
+// parts of 16 (two H100s, docs/benchmarks.md, 2026-12-07); 16 rather than 18
+// is 1-2% slower at 32768 x 4096 with 16384 documents. Empty: none.
 static llvm::cl::opt<std::string> forwardLongTiling(
     "fwd-long-tiling",
     llvm::cl::desc("#cake.tiling of the GPU's second forward configuration, "
                    "for long documents (empty: none)"),
     llvm::cl::init("#cake.tiling<vector_channels = 4, block_threads = 128, "
-                   "stages = 8, unroll = 1, waves = 16>"));
+                   "stages = 8, unroll = 1, waves = 16, "
+                   "max_part_tokens = 18>"));
 // 216 registers instead of ptxas's own 229-234: the same 8 warps an SM, a
 // schedule with fewer stall cycles, 3-6% faster on the H200
 // (docs/design.md; the measurements in docs/benchmark-history.md, 2026-12-04).
@@ -108,6 +113,7 @@ struct KernelRecord {
   int64_t width;      ///< The weight's taps.
   int64_t block;
   int64_t waves; ///< The tiling's parts, in waves of resident threads.
+  int64_t maxPartTokens; ///< The tiling's longest part (0: none).
   int64_t vectorChannels;
   int64_t lanesPerItem; ///< Threads per iteration of the kernel's forall.
   std::string waitsFor; ///< "none" for a kernel that waits for none.
@@ -231,7 +237,7 @@ public:
 
     std::string manifest;
     llvm::raw_string_ostream os(manifest);
-    os << "cake-manifest 5\n# options: " << pipelineOptions
+    os << "cake-manifest 6\n# options: " << pipelineOptions
        << "\n# host options: " << hostPipelineOptions << "\n";
     for (auto [target, kernels] :
          {std::pair{"gpu", &gpuKernels}, std::pair{"host", &hostKernels}}) {
@@ -244,6 +250,7 @@ public:
            << " policy=" << (reduce ? "none" : route.policy)
            << " acc=" << kernel.acc << " block=" << kernel.block
            << " waves=" << kernel.waves
+           << " max_part_tokens=" << kernel.maxPartTokens
            << " vector_channels=" << kernel.vectorChannels
            << " lanes_per_item=" << kernel.lanesPerItem
            << " width=" << kernel.width << " waits_for=" << kernel.waitsFor
@@ -291,7 +298,7 @@ private:
   /// What launching `kernel` needs: its parameters (names from
   /// `cake.param`), its tiling's vector and the kernel it waits for.
   KernelRecord record(FunctionOpInterface kernel, int64_t block) {
-    KernelRecord result{"", "", "none", 0, block, 1, 1, 1, "none"};
+    KernelRecord result{"", "", "none", 0, block, 1, 0, 1, 1, "none"};
     llvm::raw_string_ostream params(result.params), align(result.align);
     for (unsigned i = 0; i < kernel.getNumArguments(); ++i) {
       StringRef name =
@@ -315,6 +322,7 @@ private:
             kernel->getAttrOfType<TilingAttr>(kKernelTilingAttrName)) {
       result.vectorChannels = tiling.getVectorChannels();
       result.waves = tiling.getWaves();
+      result.maxPartTokens = tiling.getMaxPartTokens();
     }
     if (auto lanes = kernel->getAttrOfType<IntegerAttr>(kLanesPerItemAttrName))
       result.lanesPerItem = lanes.getInt();

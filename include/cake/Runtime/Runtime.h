@@ -79,6 +79,9 @@ struct KernelInfo {
   /// The parts of S a GPU launch may have, in waves of the threads the
   /// device holds at once (the host rule has no waves).
   int64_t waves;
+  /// A forward's longest part on a GPU where `waves` would make them longer,
+  /// more parts than the waves then; 0 for none.
+  int64_t maxPartTokens;
   int64_t vectorChannels;
   /// Threads that share one item (a reduce's gradient column), adding their
   /// sums across a 32-lane subgroup; the items' threads come in whole
@@ -122,9 +125,9 @@ struct ForwardLaunch {
 /// Returns the ForwardLaunch of a call over S tokens on device `device`: the
 /// host rule of docs/kernel-abi.md over the route's configurations. The first
 /// one on the host; on a GPU, of the first and those whose grid takes a whole
-/// wave, the one whose grid leaves the smallest share of its waves idle (ties:
-/// the one the device holds more threads of). S and C are checked as a
-/// forward call checks them.
+/// wave, the one whose grid leaves the smallest share of its waves idle (ties,
+/// within 2 points: the one the device holds more threads of). S and C are
+/// checked as a forward call checks them.
 ForwardLaunch forwardLaunch(int device, DType weight, DType bias, int64_t S,
                             int64_t C);
 

@@ -23,7 +23,8 @@ using namespace mlir::cake;
 LogicalResult TilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  int64_t vectorChannels, int64_t blockThreads,
                                  int64_t stages, int64_t unroll,
-                                 int64_t maxRegisters, int64_t waves) {
+                                 int64_t maxRegisters, int64_t waves,
+                                 int64_t maxPartTokens) {
   if (vectorChannels <= 0 || vectorChannels > 16 ||
       !llvm::isPowerOf2_64(vectorChannels))
     return emitError() << "vector_channels (" << vectorChannels
@@ -41,6 +42,9 @@ LogicalResult TilingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << ") must be 0 (no cap) or from 16 to 255";
   if (waves <= 0)
     return emitError() << "waves (" << waves << ") must be positive";
+  if (maxPartTokens < 0)
+    return emitError() << "max_part_tokens (" << maxPartTokens
+                       << ") must not be negative";
   return success();
 }
 

@@ -106,6 +106,16 @@ LogicalResult verifyTile(Operation *op, MemRefType x, TilingAttr tiling) {
   return success();
 }
 
+/// A backward's parts must stay bounded by C and the device: they are the
+/// rows of its workspace, whose size depends on those alone.
+LogicalResult verifyBackwardTiling(Operation *op, TilingAttr tiling) {
+  if (tiling && tiling.getMaxPartTokens() != 0)
+    return op->emitOpError("tiling has max_part_tokens = ")
+           << tiling.getMaxPartTokens()
+           << ", but a backward's parts are bounded by its waves alone";
+  return success();
+}
+
 MemRefType typeOrNull(Value value) {
   return value ? cast<MemRefType>(value.getType()) : MemRefType();
 }
@@ -139,7 +149,8 @@ LogicalResult Conv1dFwdOp::verify() {
 }
 
 LogicalResult Conv1dBwdOp::verify() {
-  if (failed(verifyConvOperands(*this, backwardOperands(*this))))
+  if (failed(verifyConvOperands(*this, backwardOperands(*this))) ||
+      failed(verifyBackwardTiling(*this, getTilingAttr())))
     return failure();
   if (failed(verifyCompatibleShape(getDweight().getType().getShape(),
                                    getWeight().getType().getShape())))
@@ -166,7 +177,8 @@ LogicalResult FwdTileOp::verify() {
 }
 
 LogicalResult BwdTileOp::verify() {
-  if (failed(verifyConvOperands(*this, backwardOperands(*this))))
+  if (failed(verifyConvOperands(*this, backwardOperands(*this))) ||
+      failed(verifyBackwardTiling(*this, getTiling())))
     return failure();
   if (failed(verifyPartials(*this, getPartials().getType(),
                             getX().getType().getDimSize(1), getWidth(),

@@ -30,7 +30,8 @@ void mlir::cake::buildCakeToKernelsPipeline(OpPassManager &pm,
   pm.addPass(createCakeTilePass(
       CakeTilePassOptions{options.vectorChannels, options.blockThreads,
                           options.stages, options.unroll, options.reduceChains,
-                          options.reduceSlices, options.waves}));
+                          options.reduceSlices, options.waves,
+                          options.maxPartTokens}));
   pm.addPass(createConvertCakeToGPUPass(
       ConvertCakeToGPUPassOptions{options.blockThreads}));
   pm.addPass(createCakeExpandTilesPass(CakeExpandTilesPassOptions{
@@ -97,7 +98,7 @@ void mlir::cake::buildCakeToHostKernelsPipeline(
   pm.addPass(createCakeTilePass(CakeTilePassOptions{
       options.vectorChannels, DefaultTiling::blockThreads, /*stages=*/0,
       options.unroll, DefaultTiling::reduceChains, /*reduceSlices=*/1,
-      /*waves=*/1}));
+      /*waves=*/1, /*maxPartTokens=*/0}));
   pm.addPass(createConvertCakeToHostPass());
   pm.addPass(createCakeExpandTilesPass(
       CakeExpandTilesPassOptions{/*fastMath=*/false}));

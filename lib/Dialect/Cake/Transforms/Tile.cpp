@@ -303,11 +303,15 @@ struct CakeTilePass : cake::impl::CakeTilePassBase<CakeTilePass> {
 
   void runOnOperation() override {
     auto emitError = [&] { return getOperation()->emitError("cake-tile: "); };
-    TilingAttr defaultTiling = TilingAttr::getChecked(
-        emitError, &getContext(), int64_t(vectorChannels),
-        int64_t(blockThreads), int64_t(stages), int64_t(unroll),
-        /*maxRegisters=*/int64_t(0), int64_t(waves));
-    if (!defaultTiling)
+    auto tilingWith = [&](int64_t maxPartTokens) {
+      return TilingAttr::getChecked(
+          emitError, &getContext(), int64_t(vectorChannels),
+          int64_t(blockThreads), int64_t(stages), int64_t(unroll),
+          /*maxRegisters=*/int64_t(0), int64_t(waves), maxPartTokens);
+    };
+    TilingAttr forwardTiling = tilingWith(maxPartTokens);
+    TilingAttr backwardTiling = tilingWith(/*maxPartTokens=*/0);
+    if (!forwardTiling || !backwardTiling)
       return signalPassFailure();
     if (reduceChains < 1 || !llvm::isPowerOf2_64(reduceChains)) {
       emitError() << "reduce-chains must be a power of two, got "
@@ -323,8 +327,8 @@ struct CakeTilePass : cake::impl::CakeTilePassBase<CakeTilePass> {
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());
-    populateCakeTilePatterns(patterns, defaultTiling, reduceChains,
-                             reduceSlices);
+    populateCakeTilePatterns(patterns, forwardTiling, backwardTiling,
+                             reduceChains, reduceSlices);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
     WalkResult leftOver = getOperation()->walk([](Operation *op) {
@@ -342,11 +346,12 @@ struct CakeTilePass : cake::impl::CakeTilePassBase<CakeTilePass> {
 } // namespace
 
 void mlir::cake::populateCakeTilePatterns(RewritePatternSet &patterns,
-                                          TilingAttr defaultTiling,
+                                          TilingAttr forwardTiling,
+                                          TilingAttr backwardTiling,
                                           int64_t reduceChains,
                                           int64_t reduceSlices) {
-  patterns.add<TileConv1dFwd, TileConv1dBwd>(patterns.getContext(),
-                                             defaultTiling);
+  patterns.add<TileConv1dFwd>(patterns.getContext(), forwardTiling);
+  patterns.add<TileConv1dBwd>(patterns.getContext(), backwardTiling);
   patterns.add<TilePartialsReduce>(patterns.getContext(), reduceChains,
                                    reduceSlices);
 }

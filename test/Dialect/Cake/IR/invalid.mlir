@@ -145,6 +145,32 @@ func.func @tiling_waves(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?
 
 // -----
 
+// A longest part of fewer than no tokens.
+func.func @tiling_max_part_tokens(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
+  // expected-error @+2 {{max_part_tokens (-1) must not be negative}}
+  cake.conv1d_fwd %x, %w, %cu into %y parts %n {activation = #cake.activation<silu>, width = 4 : i64,
+      tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 1, max_part_tokens = -1>}
+      : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32> -> memref<?x?xbf16>
+  return
+}
+
+// -----
+
+// A backward's parts are its workspace's rows: a longest part would make them
+// grow with S.
+func.func @bwd_max_part_tokens(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %dy: memref<?x?xbf16>,
+                               %dx: memref<?x?xbf16>, %dw: memref<?x4xf32>, %p: memref<?x?xf32>) {
+  // expected-error @+1 {{tiling has max_part_tokens = 18, but a backward's parts are bounded by its waves alone}}
+  cake.conv1d_bwd %x, %w, %cu, %dy into %dx, %dw partials %p
+      {activation = #cake.activation<silu>, silu_grad = #cake.silu_grad<bf16>, width = 4 : i64,
+       tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 1, max_part_tokens = 18>}
+      : memref<?x?xbf16>, memref<?x4xf32>, memref<?xi32>, memref<?x?xbf16>
+        -> memref<?x?xbf16>, memref<?x4xf32>, memref<?x?xf32>
+  return
+}
+
+// -----
+
 // A tiling whose vector is not a power of two.
 func.func @tiling_vector(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %y: memref<?x?xbf16>, %n: index) {
   // expected-error @+2 {{vector_channels (6) must be a power of two up to 16}}

@@ -17,12 +17,12 @@ func.func @fwd_bias(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32
 // Without bias, no activation, another width, static shapes, its own tiling
 // (with more than one wave of parts).
 // CHECK-LABEL: func.func @fwd_plain
-// CHECK: cake.conv1d_fwd %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}} parts %{{.*}} {activation = #cake.activation<none>, tiling = #cake.tiling<vector_channels = 4, block_threads = 64, stages = 0, unroll = 2, waves = 8>, width = 2 : i64}
+// CHECK: cake.conv1d_fwd %{{.*}}, %{{.*}}, %{{.*}} into %{{.*}} parts %{{.*}} {activation = #cake.activation<none>, tiling = #cake.tiling<vector_channels = 4, block_threads = 64, stages = 0, unroll = 2, waves = 8, max_part_tokens = 24>, width = 2 : i64}
 func.func @fwd_plain(%x: memref<16x8xbf16>, %w: memref<8x2xbf16>, %cu: memref<3xi32>,
                      %y: memref<16x8xbf16>, %n: index) {
   cake.conv1d_fwd %x, %w, %cu into %y parts %n
       {activation = #cake.activation<none>, width = 2 : i64,
-       tiling = #cake.tiling<vector_channels = 4, block_threads = 64, stages = 0, unroll = 2, waves = 8>}
+       tiling = #cake.tiling<vector_channels = 4, block_threads = 64, stages = 0, unroll = 2, waves = 8, max_part_tokens = 24>}
       : memref<16x8xbf16>, memref<8x2xbf16>, memref<3xi32> -> memref<16x8xbf16>
   return
 }

@@ -1,5 +1,5 @@
 // RUN: cake-opt %s --split-input-file --cake-tile | FileCheck %s
-// RUN: cake-opt %s --split-input-file --cake-tile="vector-channels=4 block-threads=256 stages=2 unroll=4 waves=8" | FileCheck %s --check-prefix=OPTS
+// RUN: cake-opt %s --split-input-file --cake-tile="vector-channels=4 block-threads=256 stages=2 unroll=4 waves=8 max-part-tokens=18" | FileCheck %s --check-prefix=OPTS
 // RUN: cake-opt %s --split-input-file --cake-tile="reduce-chains=32" | FileCheck %s --check-prefix=CHAINS
 // RUN: cake-opt %s --split-input-file --cake-tile="reduce-slices=8 reduce-chains=2" | FileCheck %s --check-prefix=SLICES
 
@@ -24,7 +24,7 @@
 // CHECK:   cake.fwd_tile %[[X]], %[[W]], %[[CU]] bias %[[B]] : memref<?xf32> into %[[Y]] rows[%[[FIRST]], %[[END]]) shared_by %[[GROUPS]] col %[[COL]] {activation = #cake.activation<silu>, tiling = #cake.tiling<vector_channels = 8, block_threads = 128, stages = 4, unroll = 4>, width = 4 : i64}
 // CHECK-NOT: cake.conv1d_fwd
 // OPTS-LABEL: func.func @fwd
-// OPTS: cake.fwd_tile {{.*}} tiling = #cake.tiling<vector_channels = 4, block_threads = 256, stages = 2, unroll = 4, waves = 8>
+// OPTS: cake.fwd_tile {{.*}} tiling = #cake.tiling<vector_channels = 4, block_threads = 256, stages = 2, unroll = 4, waves = 8, max_part_tokens = 18>
 func.func @fwd(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>,
                %b: memref<?xf32>, %y: memref<?x?xbf16>, %parts: index) {
   cake.conv1d_fwd %x, %w, %cu bias %b : memref<?xf32> into %y parts %parts
@@ -86,6 +86,9 @@ func.func @own_tiling(%x: memref<?x?xbf16>, %w: memref<?x2xbf16>, %cu: memref<?x
 // CHECK:     memref.store %[[SUM]], %[[DB]][%[[K]]]
 // CHECK-NOT: cake.conv1d_bwd
 // CHECK-NOT: cake.partials_reduce
+// The pass's longest part is the forward's: a backward's parts stay bounded.
+// OPTS-LABEL: func.func @bwd
+// OPTS: cake.bwd_tile {{.*}} tiling = #cake.tiling<vector_channels = 4, block_threads = 256, stages = 2, unroll = 4, waves = 8>,
 func.func @bwd(%x: memref<?x?xbf16>, %w: memref<?x4xf32>, %cu: memref<?xi32>, %dy: memref<?x?xbf16>,
                %b: memref<?xf32>, %dx: memref<?x?xbf16>, %dw: memref<?x4xf32>, %db: memref<?xf32>,
                %p: memref<?x?xf32>) {

@@ -53,12 +53,18 @@ def Cake_TilingAttr : AttrDef<Cake_Dialect, "Tiling"> {
       the device's resident threads (1: one wave of long parts; more: shorter
       parts, never under 16 tokens). A host rule of S, C and the device, so
       the summation order of a backward still depends on those alone
-      (docs/kernel-abi.md).
+      (docs/kernel-abi.md);
+    - `max_part_tokens` (optional, a forward's only): the longest part the
+      runtime launches where `waves` would make them longer, as many more
+      parts as that takes (0: `waves` alone), however large S grows; a
+      backward's parts must stay bounded by C and the device, which size its
+      workspace.
   }];
   let parameters = (ins "int64_t":$vector_channels, "int64_t":$block_threads,
                         "int64_t":$stages, "int64_t":$unroll,
                         DefaultValuedParameter<"int64_t", "0">:$max_registers,
-                        DefaultValuedParameter<"int64_t", "1">:$waves);
+                        DefaultValuedParameter<"int64_t", "1">:$waves,
+                        DefaultValuedParameter<"int64_t", "0">:$max_part_tokens);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

@@ -60,6 +60,11 @@ struct CakeToPTXOptions : public PassPipelineOptions<CakeToPTXOptions> {
       llvm::cl::desc("Parts the runtime splits S into, in waves of resident "
                      "threads"),
       llvm::cl::init(1)};
+  PassOptions::Option<int64_t> maxPartTokens{
+      *this, "max-part-tokens",
+      llvm::cl::desc("The longest forward part where waves would make them "
+                     "longer (0: waves alone)"),
+      llvm::cl::init(0)};
   PassOptions::Option<int64_t> searchFanout{
       *this, "search-fanout",
       llvm::cl::desc("Pieces a step of a tile's document search splits its "

@@ -24,11 +24,13 @@ namespace cake {
 #include "cake/Dialect/Cake/Transforms/Passes.h.inc"
 
 /// Patterns that rewrite the op-level cake ops into foralls of tiles, with
-/// `defaultTiling` for ops without a `#cake.tiling`; each column of a
-/// reduction is summed by `reduceSlices` threads (1, or a GPU subgroup's
-/// share: see cake.lane_sum), each in `reduceChains` interleaved running sums.
+/// `forwardTiling` and `backwardTiling` for ops without a `#cake.tiling`;
+/// each column of a reduction is summed by `reduceSlices` threads (1, or a
+/// GPU subgroup's share: see cake.lane_sum), each in `reduceChains`
+/// interleaved running sums.
 void populateCakeTilePatterns(RewritePatternSet &patterns,
-                              TilingAttr defaultTiling, int64_t reduceChains,
+                              TilingAttr forwardTiling,
+                              TilingAttr backwardTiling, int64_t reduceChains,
                               int64_t reduceSlices);
 
 /// Marks the `scf.for` over a tile's rows with the tile's `#cake.tiling`:

@@ -68,6 +68,9 @@ def CakeTilePass : Pass<"cake-tile"> {
     Option<"waves", "waves", "int64_t", /*default=*/"1",
            "Parts the runtime splits S into, in waves of the device's "
            "resident threads (the tiling's waves)">,
+    Option<"maxPartTokens", "max-part-tokens", "int64_t", /*default=*/"0",
+           "The longest forward part where waves would make them longer "
+           "(the tiling's max_part_tokens; 0: waves alone; backwards: 0)">,
   ];
 }
 
