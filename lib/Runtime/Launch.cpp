@@ -504,7 +504,8 @@ static int64_t gpuForwardMaxParts(const KernelInfo &kernel, int64_t S,
 /// them alike. Past a few waves blocks do not run in lockstep, and a last
 /// wave's idle slots cost less than they count: at 65536 x 8192 on the H100
 /// the `_long` configuration in parts of 18 tokens, 98.5% filled, was 5%
-/// faster than the first, 100% (docs/benchmarks.md, 2026-12-07).
+/// faster than the first, 100% (docs/benchmarks.md, 2026-12-07 21:2x and
+/// 2026-12-08 01:04).
 static constexpr double kFillTolerance = 0.02;
 
 namespace {
@@ -546,11 +547,11 @@ struct GpuForwardGrid {
 /// at its waves and longest part, the one that fills them best among the
 /// first and those whose grid takes at least a whole wave. More rows in
 /// flight make a configuration faster unless its grid leaves much of a last
-/// wave idle; below a wave
-/// nothing was measured to beat the first. Documents shorter than the window
-/// need no case of their own since a part's subgroup searches cu_seqlens
-/// together (docs/benchmarks.md, 2026-12-07). The forward sums nothing across
-/// parts, so y does not depend on the choice.
+/// wave idle; below a wave nothing was measured to beat the first. Documents
+/// shorter than the window need no case of their own since a part's subgroup
+/// searches cu_seqlens together (docs/benchmark-history-2026-12-07.md, 13:02).
+/// The forward sums nothing across parts, so y does not depend on the
+/// choice.
 template <typename ResidentThreads>
 static ForwardLaunch
 gpuForwardRuleOf(const std::vector<const KernelInfo *> &configs,

@@ -61,13 +61,14 @@ static llvm::cl::opt<std::string> forwardTiling(
 // where its grid fills its waves best (docs/kernel-abi.md): 4 channels a
 // thread at 64-72 registers hold 7-8 blocks an SM and 8 stages, 57 KB of rows
 // in flight an SM against 32 KB. On the H100, 1-4% faster than the first on
-// five shapes of eight, slower on grids of few waves (docs/benchmarks.md,
-// 2026-12-07). Unroll 1: at 2, with the subgroup's search and its fallback,
-// ptxas takes 80 registers (6 blocks an SM). Parts of at most 18 tokens,
-// where 16 waves would make them longer: at 65536 x 8192 and 131072 x 4096,
-// 5% faster than parts of 72 (and 36: no faster), 2.7% at 32768 x 5376 in
-// parts of 16 (two H100s, docs/benchmarks.md, 2026-12-07); 16 rather than 18
-// is 1-2% slower at 32768 x 4096 with 16384 documents. Empty: none.
+// five shapes of eight, slower on grids of few waves
+// (docs/benchmark-history-2026-12-07.md, 09:24). Unroll 1: at 2, with the
+// subgroup's search and its fallback, ptxas takes 80 registers (6 blocks an
+// SM). Parts of at most 18 tokens, where 16 waves would make them longer: at
+// 65536 x 8192 and 131072 x 4096, 5% faster than parts of 72 (and 36: no
+// faster), 2.7% at 32768 x 5376 in parts of 16 (two H100s,
+// docs/benchmarks.md, 2026-12-07); 16 rather than 18 is 1-2% slower at
+// 32768 x 4096 with 16384 documents. Empty: none.
 static llvm::cl::opt<std::string> forwardLongTiling(
     "fwd-long-tiling",
     llvm::cl::desc("#cake.tiling of the GPU's second forward configuration, "
