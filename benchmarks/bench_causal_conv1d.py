@@ -43,18 +43,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 from gpu_clocks import ClockTrace
+from shapes import SHAPES, parse_shapes, shape_label
 
-# (S, C, documents)
-SHAPES = [
-    (4096, 2048, 2),
-    (16384, 4096, 8),
-    (32768, 5376, 16),
-    (65536, 8192, 64),
-    (32768, 4096, 512),
-    (32768, 4096, 16384),
-    (65536, 1024, 32),
-    (8192, 16384, 4),
-]
 BYTES_PER_ELEMENT = {"copy": 4, "fwd": 4, "bwd": 6}
 KINDS = ("fwd", "bwd")
 SEED = 0
@@ -608,31 +598,13 @@ def plot(record: dict, path: str) -> bool:
     return True
 
 
-def parse_shapes(text: str) -> list[tuple[int, int, int]]:
-    """ "SxCxDOCS,..." -> shapes; "all" -> SHAPES."""
-    if text == "all":
-        return list(SHAPES)
-    shapes = []
-    for item in text.split(","):
-        try:
-            S, C, docs = (int(v) for v in item.lower().split("x"))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"shape {item!r} is not SxCxDOCS") from None
-        if S < 1 or C < 8 or C % 8 or not 1 <= docs <= S:
-            raise argparse.ArgumentTypeError(
-                f"shape {item!r}: need S >= 1, C a multiple of 8, 1 <= docs <= S"
-            )
-        shapes.append((S, C, docs))
-    return shapes
-
-
 def main() -> int:
     impls = implementations()
     keys = [impl.key for impl in impls]
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
         epilog="shapes: "
-        + ", ".join("x".join(map(str, s)) for s in SHAPES)
+        + ", ".join(shape_label(s) for s in SHAPES)
         + "; implementations: "
         + ", ".join(keys),
     )
@@ -706,7 +678,7 @@ def main() -> int:
     start = time.monotonic()
     for shape in args.shapes:
         if rows and args.time_budget is not None and time.monotonic() - start > args.time_budget:
-            skipped.append("x".join(map(str, shape)))
+            skipped.append(shape_label(shape))
             continue
         rows.append(measure(shape, timer, impls, status, dispatch_log, clocks))
         print(f"measured {_shape_label(rows[-1])} ({time.monotonic() - start:.0f} s)", flush=True)

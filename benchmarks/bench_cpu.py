@@ -35,6 +35,7 @@ from collections.abc import Callable
 import cake
 import torch
 import torch.nn.functional as F
+from shapes import parse_shapes
 
 SHAPES = [(4096, 1024, 4), (16384, 2048, 16), (32768, 4096, 64)]
 WIDTH = 4
@@ -121,13 +122,14 @@ def bench_shape(S: int, C: int, docs: int, reps: int) -> dict:
     return row
 
 
-def parse_shapes(text: str) -> list[tuple[int, int, int]]:
-    return [tuple(int(v) for v in item.split("x")) for item in text.split(",")]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", type=parse_shapes, default=SHAPES, help="SxCxDOCS,...")
+    parser.add_argument(
+        "--shapes",
+        type=lambda text: parse_shapes(text, SHAPES),
+        default=SHAPES,
+        help="SxCxDOCS,... or all (default)",
+    )
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()

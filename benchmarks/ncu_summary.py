@@ -11,8 +11,11 @@ occupancy, waves per SM, DRAM throughput (% of peak, and bytes per second) and
 duration.
 
     PYTHONPATH=build/gpu-site python3 benchmarks/ncu_summary.py [--shape 32768x4096x512]
-        [--kernels REGEX] [--snippet FILE] [--iters 3] [--csv PATH]
+        [--kernels REGEX] [--snippet FILE] [--iters 3] [--csv PATH] [--json PATH]
+        [--time-budget SECONDS]
 
+`--shape` takes several shapes (comma-separated, or `all`: the benchmark's), one ncu
+run and one table each; `--json` keeps the tables' numbers with the GPU's name.
 A snippet FILE is run as `python3 FILE S C DOCS ITERS`. Needs ncu (Nsight Compute
 2025.x metric names) and permission to read the GPU's performance counters.
 """
@@ -21,13 +24,19 @@ from __future__ import annotations
 
 import argparse
 import csv
+import datetime
 import io
+import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
+
+from shapes import parse_shapes, shape_label
 
 # (column, metric, scale from the base unit (byte, second, %) to the shown one).
 COLUMNS = [
@@ -44,6 +53,8 @@ COLUMNS = [
     ("duration us", "gpu__time_duration.sum", 1e6),
 ]
 LAUNCH = ["launch__grid_size", "launch__block_size"]
+# Asked for with the metrics, to name the GPU in the JSON record.
+DEVICE = "device__attribute_display_name"
 
 DEFAULT_SNIPPET = """\
 import sys
@@ -130,31 +141,84 @@ def number(value: str) -> float | None:
         return None
 
 
-def summarize(rows: list[dict[str, float | str]]) -> str:
-    """One markdown line per kernel name: medians over its launches."""
+def kernel_medians(rows: list[dict[str, float | str]]) -> list[dict[str, float | str]]:
+    """Per kernel name, in the order first launched: its launches, grid and block
+    (the distinct values, "/"-joined) and the median of each column, in the shown unit
+    (None where ncu gave no number)."""
     by_kernel: dict[str, list[dict[str, float | str]]] = {}
     for row in rows:
         by_kernel.setdefault(row["Kernel Name"], []).append(row)
+    kernels = []
+    for kernel, launches in by_kernel.items():
+        summary: dict[str, float | str] = {"kernel": kernel, "launches": len(launches)}
+        for name, metric in zip(("grid", "block"), LAUNCH):
+            values = {row.get(metric, "?") for row in launches}
+            summary[name] = "/".join(
+                sorted(f"{v:.0f}" if isinstance(v, float) else v for v in values)
+            )
+        for name, metric, scale in COLUMNS:
+            values = [v for v in (row.get(metric) for row in launches) if isinstance(v, float)]
+            summary[name] = statistics.median(values) * scale if values else None
+        kernels.append(summary)
+    return kernels
+
+
+def summarize(rows: list[dict[str, float | str]]) -> str:
+    """One markdown line per kernel name: medians over its launches."""
     header = ["kernel", "launches", "grid", "block"] + [name for name, _, _ in COLUMNS]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for kernel, launches in by_kernel.items():
-        cells = [kernel, str(len(launches))]
-        for metric in LAUNCH:
-            values = {row.get(metric, "?") for row in launches}
-            cells.append(
-                "/".join(sorted(f"{v:.0f}" if isinstance(v, float) else v for v in values))
-            )
-        for _, metric, scale in COLUMNS:
-            values = [v for v in (row.get(metric) for row in launches) if isinstance(v, float)]
-            cells.append(f"{statistics.median(values) * scale:.4g}" if values else "n/a")
+    for kernel in kernel_medians(rows):
+        cells = [str(kernel[name]) for name in header[:4]] + [
+            "n/a" if kernel[name] is None else f"{kernel[name]:.4g}" for name, _, _ in COLUMNS
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def profile(args: argparse.Namespace, snippet: str, shape: tuple[int, int, int], tmp: str):
+    """ncu over the snippet at one shape: (its exit status, its CSV)."""
+    S, C, docs = shape
+    log = os.path.join(tmp, f"ncu-{shape_label(shape)}.csv")
+    metrics = LAUNCH + [DEVICE] + [metric for _, metric, _ in COLUMNS]
+    command = [
+        args.ncu,
+        "--clock-control", "none",
+        "--target-processes", "all",
+        "--kernel-name", f"regex:{args.kernels}",
+        "--launch-skip", str(args.launch_skip),
+        "--metrics", ",".join(metrics),
+        "--csv", "--page", "raw", "--print-units", "base",
+        "--log-file", log,
+        sys.executable, snippet, str(S), str(C), str(docs), str(args.iters),
+    ]  # fmt: skip
+    print("ncu_summary:", " ".join(command), flush=True)
+    result = subprocess.run(command, check=False)
+    text = ""
+    if os.path.exists(log):
+        with open(log) as f:
+            text = f.read()
+    return result.returncode, text
+
+
+def gpu_name(ncu_rows: list[dict[str, float | str]]) -> str:
+    """The profiled device's name, as ncu's raw page gives it."""
+    names = {row.get(DEVICE) for row in ncu_rows} - {None}
+    return "/".join(sorted(str(n) for n in names)) or "unknown"
+
+
+def write_json(path: str | None, record: dict) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(record, f, indent=2)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--shape", default="32768x4096x512", help="SxCxDOCS (default 32768x4096x512)"
+        "--shape",
+        type=parse_shapes,
+        default=parse_shapes("32768x4096x512"),
+        help="SxCxDOCS,... or all (default 32768x4096x512)",
     )
     parser.add_argument("--kernels", default="^cake_", help="kernel name regex (default ^cake_)")
     parser.add_argument(
@@ -165,58 +229,78 @@ def main() -> int:
         "--launch-skip", type=int, default=0, help="matching launches to skip first"
     )
     parser.add_argument("--csv", metavar="PATH", help="also keep ncu's raw CSV at PATH")
+    parser.add_argument("--json", metavar="PATH", help="also write the tables' numbers to PATH")
+    parser.add_argument(
+        "--time-budget",
+        type=float,
+        metavar="SECONDS",
+        help="profile no shape but the first after this many seconds (the others are listed)",
+    )
     parser.add_argument("--ncu", default=os.environ.get("NCU", "ncu"), help="ncu executable")
     args = parser.parse_args()
-    S, C, docs = (int(v) for v in args.shape.lower().split("x"))
     if shutil.which(args.ncu) is None:
         print(f"ncu_summary: {args.ncu} not found (set --ncu or NCU)", file=sys.stderr)
         return 1
 
-    metrics = LAUNCH + [metric for _, metric, _ in COLUMNS]
+    record: dict = {
+        "meta": {
+            "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "command": shlex.join([sys.executable] + sys.argv),
+            "ncu": f"--clock-control none, medians per kernel over its launches, "
+            f"{args.iters} forward + backward calls",
+        },
+        "shapes": [],
+        "skipped_shapes": [],
+    }
+    csv_texts = []
+    status = 0
+    start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         snippet = args.snippet
         if snippet is None:
             snippet = os.path.join(tmp, "snippet.py")
             with open(snippet, "w") as f:
                 f.write(DEFAULT_SNIPPET)
-        log = os.path.join(tmp, "ncu.csv")
-        command = [
-            args.ncu,
-            "--clock-control", "none",
-            "--target-processes", "all",
-            "--kernel-name", f"regex:{args.kernels}",
-            "--launch-skip", str(args.launch_skip),
-            "--metrics", ",".join(metrics),
-            "--csv", "--page", "raw", "--print-units", "base",
-            "--log-file", log,
-            sys.executable, snippet, str(S), str(C), str(docs), str(args.iters),
-        ]  # fmt: skip
-        print("ncu_summary:", " ".join(command), flush=True)
-        result = subprocess.run(command, check=False)
-        text = ""
-        if os.path.exists(log):
-            with open(log) as f:
-                text = f.read()
+        for shape in args.shape:
+            if (
+                record["shapes"]
+                and args.time_budget is not None
+                and time.monotonic() - start > args.time_budget
+            ):
+                record["skipped_shapes"].append(shape_label(shape))
+                continue
+            returncode, text = profile(args, snippet, shape, tmp)
+            csv_texts.append(f"# {shape_label(shape)}\n{text}")
+            rows = parse_csv(text)
+            if returncode != 0 or not rows:
+                print(
+                    f"ncu_summary: ncu exited {returncode} with {len(rows)} profiled launches "
+                    f"at {shape_label(shape)}; its log:",
+                    file=sys.stderr,
+                )
+                print(text[-3000:], file=sys.stderr)
+                status = 1
+                continue
+            S, C, docs = shape
+            record["meta"]["gpu"] = gpu_name(rows)
+            record["shapes"].append(
+                {"S": S, "C": C, "docs": docs, "kernels": kernel_medians(rows)}
+            )
+            print()
+            print(
+                f"Nsight Compute, --clock-control none, S={S}, C={C}, {docs} documents "
+                f"(medians per kernel; DRAM GB/s is dram__bytes.sum.per_second):"
+            )
+            print()
+            print(summarize(rows), flush=True)
+            write_json(args.json, record)  # after every shape: a run cut short keeps them
+    write_json(args.json, record)
     if args.csv:
         with open(args.csv, "w") as f:
-            f.write(text)
-    rows = parse_csv(text)
-    if result.returncode != 0 or not rows:
-        print(
-            f"ncu_summary: ncu exited {result.returncode} with {len(rows)} profiled launches; "
-            "its log:",
-            file=sys.stderr,
-        )
-        print(text[-3000:], file=sys.stderr)
-        return 1
-    print()
-    print(
-        f"Nsight Compute, --clock-control none, S={S}, C={C}, {docs} documents "
-        f"(medians per kernel; DRAM GB/s is dram__bytes.sum.per_second):"
-    )
-    print()
-    print(summarize(rows))
-    return 0
+            f.write("\n".join(csv_texts))
+    if record["skipped_shapes"]:
+        print(f"not profiled (time budget spent): {', '.join(record['skipped_shapes'])}")
+    return status
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
 #
 # STEPs, after the build: pytest (all of test/python), sanitizers
 # (compute-sanitizer's four tools over small selections), bench (every peer),
-# host (host time per call), first-call, ab (an A/B of kernel libraries).
+# host (host time per call), first-call, ab (an A/B of kernel libraries),
+# ncu (Nsight Compute's summary of Cake's kernels at every benchmark shape).
 # Naming some runs only those, to fit a run in a time limit.
 #
 # ab times each library of CAKE_AB_LIBRARIES (folders as `cake-kernel-gen -o`
@@ -30,7 +31,7 @@ shift $(($# > 0 ? 1 : 0))
 steps=${*:-pytest sanitizers bench host first-call}
 for wanted in $steps; do
   case $wanted in
-    pytest | sanitizers | bench | host | first-call | ab) ;;
+    pytest | sanitizers | bench | host | first-call | ab | ncu) ;;
     *) echo "error: unknown step '$wanted'" >&2; exit 1 ;;
   esac
 done
@@ -156,6 +157,11 @@ if wants ab; then
     step "ab$i-tests" env "$(library_setting "${ab_libraries[$i]}")" \
       python3 -m pytest -q -p no:cacheprovider test/python/test_kernels.py -k cuda || status=$?
   done
+fi
+if wants ncu; then
+  # Last: it starts no new shape when the last might not end by the deadline.
+  step ncu python3 benchmarks/ncu_summary.py --shape all --json "$log_dir/ncu.json" \
+    --time-budget $((deadline - SECONDS - 60)) || status=$?
 fi
 # Each step's verdict once more, last, for whoever keeps only the output's end.
 echo "=== summary (logs in $log_dir)"

@@ -29,6 +29,7 @@ def load(name):
     return module
 
 
+shapes = load("shapes")
 bench = load("bench_causal_conv1d")
 ncu = load("ncu_summary")
 gpu_clocks = load("gpu_clocks")
@@ -184,10 +185,11 @@ def test_ncu_csv_wide_and_long_forms():
     wide = "\n".join(
         [
             "==PROF== Connected to process 1",
-            '"ID","Process ID","Kernel Name","launch__registers_per_thread","gpu__time_duration.sum"',
-            '"","","","register/thread","usecond"',
-            '"0","1","cake_fwd_x","128","1,500"',
-            '"1","1","cake_fwd_x","128","2,500"',
+            '"ID","Process ID","Kernel Name","device__attribute_display_name",'
+            '"launch__registers_per_thread","gpu__time_duration.sum"',
+            '"","","","","register/thread","usecond"',
+            '"0","1","cake_fwd_x","NVIDIA H200","128","1,500"',
+            '"1","1","cake_fwd_x","NVIDIA H200","128","2,500"',
         ]
     )
     long = "\n".join(
@@ -207,6 +209,66 @@ def test_ncu_csv_wide_and_long_forms():
     table = ncu.summarize(rows)
     assert "| cake_fwd_x | 2 |" in table and "| 2000 |" in table  # median, in us
     assert "| cake_bwd_x | 1 |" in table and "| 247 |" in table
+    # The JSON record's numbers are the table's, unrounded; a column ncu did not give is None.
+    fwd, bwd = ncu.kernel_medians(rows)
+    assert (fwd["kernel"], fwd["launches"], fwd["duration us"]) == ("cake_fwd_x", 2, 2000)
+    assert (bwd["regs"], bwd["duration us"], bwd["DRAM % peak"]) == (247, pytest.approx(20), None)
+    assert ncu.gpu_name(rows) == "NVIDIA H200"
+    assert ncu.gpu_name(ncu.parse_csv(long)) == "unknown"
+
+
+def test_shapes_parse_in_every_script():
+    # One syntax and one list of GPU shapes for the benchmark and ncu's summary.
+    assert shapes.parse_shapes("all") == shapes.SHAPES == bench.SHAPES
+    assert shapes.parse_shapes("all", [(64, 8, 1)]) == [(64, 8, 1)]
+    assert shapes.shape_label((65536, 1024, 32)) == "65536x1024x32"
+    assert ncu.parse_shapes is bench.parse_shapes is shapes.parse_shapes
+
+
+# Stands in for ncu: writes the raw page ncu would for one forward launch, with the
+# shape's C as the registers, and fails at S = 13 as ncu does when the program fails.
+FAKE_NCU = """\
+import sys
+argv = sys.argv
+log = argv[argv.index("--log-file") + 1]
+S, C = argv[-4], argv[-3]
+assert "device__attribute_display_name" in argv[argv.index("--metrics") + 1]
+if S == "13":
+    sys.exit(9)
+with open(log, "w") as f:
+    f.write('"ID","Kernel Name","device__attribute_display_name","launch__registers_per_thread"\\n')
+    f.write('"","","","register/thread"\\n')
+    f.write(f'"0","cake_fwd_x","Fake GPU","{C}"\\n')
+"""
+
+
+def run_ncu_summary(tmp_path, monkeypatch, *args):
+    fake = tmp_path / "ncu"
+    fake.write_text(f"#!{sys.executable}\n" + FAKE_NCU)
+    fake.chmod(0o755)
+    out = tmp_path / "ncu.json"
+    argv = ["ncu_summary", "--ncu", str(fake), "--json", str(out), *args]
+    monkeypatch.setattr(sys, "argv", argv)
+    status = ncu.main()
+    return status, json.loads(out.read_text())
+
+
+def test_ncu_summary_profiles_each_shape_into_one_record(tmp_path, monkeypatch, capsys):
+    status, record = run_ncu_summary(tmp_path, monkeypatch, "--shape", "64x8x1,128x16x2")
+    assert status == 0 and record["meta"]["gpu"] == "Fake GPU"
+    assert [(r["S"], r["C"], r["docs"]) for r in record["shapes"]] == [(64, 8, 1), (128, 16, 2)]
+    assert [r["kernels"][0]["regs"] for r in record["shapes"]] == [8, 16]
+    assert capsys.readouterr().out.count("| cake_fwd_x | 1 |") == 2
+    # A shape ncu fails on fails the run, keeps the others and names it.
+    status, record = run_ncu_summary(tmp_path, monkeypatch, "--shape", "13x8x1,64x8x1")
+    assert status == 1 and [r["S"] for r in record["shapes"]] == [64]
+    assert "exited 9" in capsys.readouterr().err
+    # Past the time budget only the first shape runs; the rest are listed.
+    status, record = run_ncu_summary(
+        tmp_path, monkeypatch, "--shape", "64x8x1,128x16x2,256x8x4", "--time-budget", "0"
+    )
+    assert status == 0 and len(record["shapes"]) == 1
+    assert record["skipped_shapes"] == ["128x16x2", "256x8x4"]
 
 
 @requires_cake_cpu
