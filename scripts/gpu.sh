@@ -160,7 +160,8 @@ if wants ab; then
 fi
 if wants ncu; then
   # Last: it starts no new shape when the last might not end by the deadline.
-  step ncu python3 benchmarks/ncu_summary.py --shape all --json "$log_dir/ncu.json" \
+  # One forward and backward a shape: ncu replays each launch it profiles.
+  step ncu python3 benchmarks/ncu_summary.py --shape all --iters 1 --json "$log_dir/ncu.json" \
     --time-budget $((deadline - SECONDS - 60)) || status=$?
 fi
 # Each step's verdict once more, last, for whoever keeps only the output's end.
