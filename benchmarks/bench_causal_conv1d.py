@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 from gpu_clocks import ClockTrace
-from shapes import SHAPES, parse_shapes, shape_label
+from shapes import SHAPES, parse_shapes, shape_label, within_budget
 
 BYTES_PER_ELEMENT = {"copy": 4, "fwd": 4, "bwd": 6}
 KINDS = ("fwd", "bwd")
@@ -676,10 +676,7 @@ def main() -> int:
     skipped = []
     record = {"meta": meta, "implementations": status, "rows": rows, "skipped_shapes": skipped}
     start = time.monotonic()
-    for shape in args.shapes:
-        if rows and args.time_budget is not None and time.monotonic() - start > args.time_budget:
-            skipped.append(shape_label(shape))
-            continue
+    for shape in within_budget(args.shapes, args.time_budget, skipped):
         rows.append(measure(shape, timer, impls, status, dispatch_log, clocks))
         print(f"measured {_shape_label(rows[-1])} ({time.monotonic() - start:.0f} s)", flush=True)
         if args.json:  # after every shape, so that a run cut short keeps what it measured

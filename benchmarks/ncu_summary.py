@@ -34,9 +34,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-from shapes import parse_shapes, shape_label
+from shapes import parse_shapes, shape_label, within_budget
 
 # (column, metric, scale from the base unit (byte, second, %) to the shown one).
 COLUMNS = [
@@ -254,21 +253,13 @@ def main() -> int:
     }
     csv_texts = []
     status = 0
-    start = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         snippet = args.snippet
         if snippet is None:
             snippet = os.path.join(tmp, "snippet.py")
             with open(snippet, "w") as f:
                 f.write(DEFAULT_SNIPPET)
-        for shape in args.shape:
-            if (
-                record["shapes"]
-                and args.time_budget is not None
-                and time.monotonic() - start > args.time_budget
-            ):
-                record["skipped_shapes"].append(shape_label(shape))
-                continue
+        for shape in within_budget(args.shape, args.time_budget, record["skipped_shapes"]):
             returncode, text = profile(args, snippet, shape, tmp)
             csv_texts.append(f"# {shape_label(shape)}\n{text}")
             rows = parse_csv(text)

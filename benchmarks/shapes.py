@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import time
+from collections.abc import Iterable, Iterator
 
 # (S, C, documents): the shapes of docs/benchmarks.md's records.
 SHAPES = [
@@ -38,3 +40,17 @@ def parse_shapes(text: str, all_shapes: list[tuple[int, int, int]] = SHAPES):
 
 def shape_label(shape: tuple[int, int, int]) -> str:
     return "x".join(map(str, shape))
+
+
+def within_budget(
+    shapes: Iterable[tuple[int, int, int]], seconds: float | None, skipped: list[str]
+) -> Iterator[tuple[int, int, int]]:
+    """Yields the shapes, the first always, the others while `seconds` (None: no
+    limit) have not passed since the first began; the labels of those left out go to
+    `skipped`."""
+    start = time.monotonic()
+    for i, shape in enumerate(shapes):
+        if i and seconds is not None and time.monotonic() - start > seconds:
+            skipped.append(shape_label(shape))
+            continue
+        yield shape

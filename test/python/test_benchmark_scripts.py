@@ -223,6 +223,13 @@ def test_shapes_parse_in_every_script():
     assert shapes.parse_shapes("all", [(64, 8, 1)]) == [(64, 8, 1)]
     assert shapes.shape_label((65536, 1024, 32)) == "65536x1024x32"
     assert ncu.parse_shapes is bench.parse_shapes is shapes.parse_shapes
+    # Both scripts' time budget: the first shape always runs; past the budget the
+    # others are listed instead.
+    skipped = []
+    three = [(64, 8, 1), (128, 16, 2), (256, 8, 4)]
+    assert list(shapes.within_budget(three, 0, skipped)) == three[:1]
+    assert skipped == ["128x16x2", "256x8x4"]
+    assert list(shapes.within_budget(three, None, skipped)) == three and len(skipped) == 2
 
 
 # Stands in for ncu: writes the raw page ncu would for one forward launch, with the
